@@ -1,0 +1,62 @@
+//! Errors of loading and calling plugins. Every variant names the plugin and,
+//! for calls, the function, so a user knows which file misbehaved and how.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("plugin {plugin}: cannot read file: {source}\nhint: check the path, or use a built-in name (scalebench plugins list)")]
+    Read { plugin: String, source: std::io::Error },
+
+    #[error("plugin {plugin}: not a WebAssembly component: {reason}\nhint: build it with `cargo build --release --target wasm32-wasip2` (a wasm32-wasip2 cdylib is a component)")]
+    NotAComponent { plugin: String, reason: String },
+
+    #[error("plugin {plugin}: exports no known world: {reason}\nhint: implement one of the worlds in wit/plugin.wit (value-model-plugin, probe-set-plugin, target-adapter-plugin) with the scalebench plugin SDK")]
+    UnknownWorld { plugin: String, reason: String },
+
+    #[error("plugin {plugin}: imports what the host does not grant: {imports}\n{why}\nhint: plugins get no filesystem, sockets, clocks, randomness or environment; ask the host through the imports of your world instead")]
+    ForbiddenImport { plugin: String, imports: String, why: String },
+
+    #[error("plugin {plugin}: contract version {found} is not supported by this scalebench (it speaks {supported})\nhint: rebuild the plugin against a matching scalebench plugin SDK")]
+    Abi { plugin: String, found: String, supported: String },
+
+    #[error("plugin {plugin}: failed to compile: {detail}")]
+    Compile { plugin: String, detail: String },
+
+    #[error("plugin {plugin}: failed to instantiate: {detail}")]
+    Instantiate { plugin: String, detail: String },
+
+    #[error("plugin {plugin}: `{call}` trapped: {detail}\nhint: this is a bug in the plugin; the plugin instance is discarded")]
+    Trap { plugin: String, call: String, detail: String },
+
+    #[error("plugin {plugin}: `{call}` ran longer than its limit of {limit:?} and was stopped\nhint: pass smaller batches, or raise the limit (--plugin-timeout-ms)")]
+    Timeout { plugin: String, call: String, limit: Duration },
+
+    #[error("plugin {plugin}: `{call}` ran out of memory (limit {limit_bytes} bytes) and was stopped\nhint: pass smaller batches, or raise the limit (--plugin-memory-mb)")]
+    OutOfMemory { plugin: String, call: String, limit_bytes: u64 },
+
+    #[error("plugin {plugin}: cannot call `{call}`: an earlier call failed and left the instance unusable; load the plugin again")]
+    Poisoned { plugin: String, call: String },
+
+    #[error("plugin {plugin}: `{call}` returned an error: {message}")]
+    Returned { plugin: String, call: String, message: String },
+}
+
+impl PluginError {
+    pub fn plugin(&self) -> &str {
+        match self {
+            PluginError::Read { plugin, .. }
+            | PluginError::NotAComponent { plugin, .. }
+            | PluginError::UnknownWorld { plugin, .. }
+            | PluginError::ForbiddenImport { plugin, .. }
+            | PluginError::Abi { plugin, .. }
+            | PluginError::Compile { plugin, .. }
+            | PluginError::Instantiate { plugin, .. }
+            | PluginError::Trap { plugin, .. }
+            | PluginError::Timeout { plugin, .. }
+            | PluginError::OutOfMemory { plugin, .. }
+            | PluginError::Poisoned { plugin, .. }
+            | PluginError::Returned { plugin, .. } => plugin,
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Typed wrappers, one per world. Each owns a store and an instance; every
+//! call goes through `Guarded::call`, which sets the deadline and turns any
+//! failure into a [`PluginError`]. After a trap the instance is poisoned and
+//! refuses further calls; load the plugin again to start afresh.
+
+use std::sync::Arc;
+
+use wasmtime::Store;
+
+use crate::bindings::{adapter, model, probe};
+use crate::host::{HostServices, StoreState};
+use crate::runtime::{classify, Limits, Plugin, Runtime};
+use crate::types::{PluginInfo, PluginKind, Readings, Stat, TagInfo, Window, PerSecond};
+use crate::validate::{World, CONTRACT_VERSION};
+use crate::PluginError;
+
+/// Records of the target-adapter interface (plan, message, encoded batch ...).
+pub mod adapter_types {
+    pub use crate::bindings::adapter::exports::scalebench::plugin::target_adapter::*;
+}
+
+/// Records of the probe-set interface (probe, probe request and response).
+pub mod probe_types {
+    pub use crate::bindings::probe::exports::scalebench::plugin::probe_set::*;
+}
+
+struct Guarded<B> {
+    name: String,
+    store: Store<StoreState>,
+    bindings: B,
+    limits: Limits,
+    ticks: u64,
+    poisoned: bool,
+}
+
+impl<B> Guarded<B> {
+    fn call<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&B, &mut Store<StoreState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        if self.poisoned {
+            return Err(PluginError::Poisoned { plugin: self.name.clone(), call: call.into() });
+        }
+        self.store.set_epoch_deadline(self.ticks);
+        match f(&self.bindings, &mut self.store) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.poisoned = true;
+                Err(classify(e, &self.name, call, &self.limits, &self.store.data().stderr))
+            }
+        }
+    }
+
+    fn returned<R>(&self, call: &str, r: Result<R, String>) -> Result<R, PluginError> {
+        r.map_err(|message| PluginError::Returned { plugin: self.name.clone(), call: call.into(), message })
+    }
+}
+
+fn expect_world(plugin: &Plugin, world: World) -> Result<(), PluginError> {
+    if plugin.world != world {
+        return Err(PluginError::UnknownWorld {
+            plugin: plugin.name.clone(),
+            reason: format!("it is a {} plugin, but a {} plugin is needed here", plugin.world, world),
+        });
+    }
+    Ok(())
+}
+
+fn check_info(plugin: &Plugin, info: &PluginInfo, kind: PluginKind) -> Result<(), PluginError> {
+    if !info.abi.starts_with("0.1.") {
+        return Err(PluginError::Abi { plugin: plugin.name.clone(), found: info.abi.clone(), supported: CONTRACT_VERSION.into() });
+    }
+    if info.kind != kind {
+        return Err(PluginError::UnknownWorld {
+            plugin: plugin.name.clone(),
+            reason: format!("its info() says kind {:?} but it exports the {} world", info.kind, plugin.world),
+        });
+    }
+    Ok(())
+}
+
+fn instantiate_err(plugin: &Plugin, limits: &Limits, store: &Store<StoreState>, e: wasmtime::Error) -> PluginError {
+    match classify(e, &plugin.name, "instantiate", limits, &store.data().stderr) {
+        PluginError::Trap { plugin, detail, .. } => PluginError::Instantiate { plugin, detail },
+        other => other,
+    }
+}
+
+/// A loaded value model.
+pub struct ValueModel {
+    g: Guarded<model::ValueModelPlugin>,
+    pub info: PluginInfo,
+}
+
+impl ValueModel {
+    pub fn instantiate(rt: &Runtime, plugin: &Plugin) -> Result<ValueModel, PluginError> {
+        expect_world(plugin, World::ValueModel)?;
+        let mut store = rt.new_store(plugin, Arc::new(crate::NoServices));
+        store.set_epoch_deadline(rt.ticks());
+        let bindings = match model::ValueModelPlugin::instantiate(&mut store, &plugin.component, &rt.linker_model) {
+            Ok(b) => b,
+            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+        };
+        let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
+        let info = g.call("info", |b, s| b.scalebench_plugin_value_model().call_info(s))?;
+        check_info(plugin, &info, PluginKind::ValueModel)?;
+        Ok(ValueModel { g, info })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.g.name
+    }
+
+    pub fn configure(&mut self, params_json: &str) -> Result<(), PluginError> {
+        let r = self.g.call("configure", |b, s| b.scalebench_plugin_value_model().call_configure(s, params_json))?;
+        self.g.returned("configure", r)
+    }
+
+    pub fn sample_period_ms(&mut self) -> Result<u64, PluginError> {
+        self.g.call("sample-period-ms", |b, s| b.scalebench_plugin_value_model().call_sample_period_ms(s))
+    }
+
+    pub fn tags(&mut self, seed: u64, first: u32, count: u32) -> Result<Vec<TagInfo>, PluginError> {
+        self.g.call("tags", |b, s| b.scalebench_plugin_value_model().call_tags(s, seed, first, count))
+    }
+
+    pub fn sample(&mut self, seed: u64, first: u32, count: u32, sample: u64) -> Result<Vec<f64>, PluginError> {
+        self.g.call("sample", |b, s| b.scalebench_plugin_value_model().call_sample(s, seed, first, count, sample))
+    }
+
+    pub fn series(&mut self, seed: u64, tag: u32, start: u64, count: u32) -> Result<Vec<f64>, PluginError> {
+        self.g.call("series", |b, s| b.scalebench_plugin_value_model().call_series(s, seed, tag, start, count))
+    }
+}
+
+/// A loaded probe set.
+pub struct ProbeSet {
+    g: Guarded<probe::ProbeSetPlugin>,
+    pub info: PluginInfo,
+}
+
+impl ProbeSet {
+    pub fn instantiate(rt: &Runtime, plugin: &Plugin, services: Arc<dyn HostServices>) -> Result<ProbeSet, PluginError> {
+        expect_world(plugin, World::ProbeSet)?;
+        let mut store = rt.new_store(plugin, services);
+        store.set_epoch_deadline(rt.ticks());
+        let bindings = match probe::ProbeSetPlugin::instantiate(&mut store, &plugin.component, &rt.linker_host) {
+            Ok(b) => b,
+            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+        };
+        let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
+        let info = g.call("info", |b, s| b.scalebench_plugin_probe_set().call_info(s))?;
+        check_info(plugin, &info, PluginKind::ProbeSet)?;
+        Ok(ProbeSet { g, info })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.g.name
+    }
+
+    pub fn setup(&mut self, params_json: &str, points: &[TagInfo]) -> Result<Vec<probe_types::Probe>, PluginError> {
+        let r = self.g.call("setup", |b, s| b.scalebench_plugin_probe_set().call_setup(s, params_json, points))?;
+        self.g.returned("setup", r)
+    }
+
+    /// Ok(Err(reason)) when the plugin judges the response invalid.
+    pub fn check(&mut self, name: &str, response: &probe_types::ProbeResponse) -> Result<Result<(), String>, PluginError> {
+        self.g.call("check", |b, s| b.scalebench_plugin_probe_set().call_check(s, name, response))
+    }
+}
+
+/// A loaded target adapter.
+pub struct TargetAdapter {
+    g: Guarded<adapter::TargetAdapterPlugin>,
+    pub info: PluginInfo,
+}
+
+impl TargetAdapter {
+    pub fn instantiate(rt: &Runtime, plugin: &Plugin, services: Arc<dyn HostServices>) -> Result<TargetAdapter, PluginError> {
+        expect_world(plugin, World::TargetAdapter)?;
+        let mut store = rt.new_store(plugin, services);
+        store.set_epoch_deadline(rt.ticks());
+        let bindings = match adapter::TargetAdapterPlugin::instantiate(&mut store, &plugin.component, &rt.linker_host) {
+            Ok(b) => b,
+            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+        };
+        let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
+        let info = g.call("info", |b, s| b.scalebench_plugin_target_adapter().call_info(s))?;
+        check_info(plugin, &info, PluginKind::TargetAdapter)?;
+        Ok(TargetAdapter { g, info })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.g.name
+    }
+
+    pub fn configure(&mut self, params_json: &str) -> Result<adapter_types::Plan, PluginError> {
+        let r = self.g.call("configure", |b, s| b.scalebench_plugin_target_adapter().call_configure(s, params_json))?;
+        self.g.returned("configure", r)
+    }
+
+    pub fn addresses(&mut self, points: &[TagInfo]) -> Result<Vec<String>, PluginError> {
+        self.g.call("addresses", |b, s| b.scalebench_plugin_target_adapter().call_addresses(s, points))
+    }
+
+    pub fn topology(&mut self, points: &[TagInfo]) -> Result<Vec<adapter_types::Message>, PluginError> {
+        self.g.call("topology", |b, s| b.scalebench_plugin_target_adapter().call_topology(s, points))
+    }
+
+    pub fn encode(&mut self, batch: &Readings) -> Result<adapter_types::EncodedBatch, PluginError> {
+        self.g.call("encode", |b, s| b.scalebench_plugin_target_adapter().call_encode(s, batch))
+    }
+
+    pub fn canary(&mut self, seq: u64, ts_ms: i64) -> Result<adapter_types::Message, PluginError> {
+        self.g.call("canary", |b, s| b.scalebench_plugin_target_adapter().call_canary(s, seq, ts_ms))
+    }
+
+    pub fn preflight(&mut self) -> Result<(), PluginError> {
+        let r = self.g.call("preflight", |b, s| b.scalebench_plugin_target_adapter().call_preflight(s))?;
+        self.g.returned("preflight", r)
+    }
+
+    pub fn stored(&mut self, window: Window) -> Result<Vec<PerSecond>, PluginError> {
+        let r = self.g.call("stored", |b, s| b.scalebench_plugin_target_adapter().call_stored(s, window))?;
+        self.g.returned("stored", r)
+    }
+
+    pub fn canaries_stored(&mut self, from_seq: u64) -> Result<Vec<u64>, PluginError> {
+        let r = self.g.call("canaries-stored", |b, s| b.scalebench_plugin_target_adapter().call_canaries_stored(s, from_seq))?;
+        self.g.returned("canaries-stored", r)
+    }
+
+    pub fn stats(&mut self) -> Result<Vec<Stat>, PluginError> {
+        let r = self.g.call("stats", |b, s| b.scalebench_plugin_target_adapter().call_stats(s))?;
+        self.g.returned("stats", r)
+    }
+}
