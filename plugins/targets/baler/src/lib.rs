@@ -1,0 +1,15 @@
+//! The `baler` target adapter (world `target-adapter-plugin`): readings and
+//! topology as the Baler wire contract has them (MQTT QoS 1 retained,
+//! `{"point","value","ts"}` envelopes), stored rows counted in Postgres.
+//! See docs/wire-contract-baler.md.
+//!
+//! The logic lives in plain modules that build and test natively; the
+//! component glue below is compiled for wasm32 only.
+
+pub mod iso;
+pub mod params;
+pub mod sql;
+pub mod wire;
+
+#[cfg(target_arch = "wasm32")]
+mod component;
