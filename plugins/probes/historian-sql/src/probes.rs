@@ -166,7 +166,7 @@ fn num(v: &Value) -> bool {
     match v {
         Value::Int(_) => true,
         Value::Float(f) => f.is_finite(),
-        Value::Text(s) => s.trim().parse::<f64>().map_or(false, |f| f.is_finite()),
+        Value::Text(s) => s.trim().parse::<f64>().is_ok_and(|f| f.is_finite()),
         _ => false,
     }
 }
