@@ -1,0 +1,55 @@
+//! Built-in plugins (embedded in the binary at build time) and resolving a
+//! name or a path given on the command line to a loaded plugin.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use plugin_runtime::{Limits, Plugin, Runtime};
+
+use crate::cli::{PluginOptions, UsageError};
+
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
+}
+
+/// Built-in plugins: (name, component bytes).
+pub fn builtin() -> &'static [(&'static str, &'static [u8])] {
+    generated::BUILTIN
+}
+
+pub fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
+    builtin().iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}
+
+pub fn runtime(opts: &PluginOptions) -> anyhow::Result<Runtime> {
+    let limits = Limits {
+        call_timeout: Duration::from_millis(opts.plugin_timeout_ms.max(1)),
+        memory_bytes: opts.plugin_memory_mb.max(1) << 20,
+    };
+    let rt = match &opts.cache_dir {
+        Some(dir) => Runtime::with_cache_dir(limits, Some(dir.clone())),
+        None => Runtime::new(limits),
+    };
+    rt.context("cannot start the WebAssembly runtime")
+}
+
+/// Load `spec`: a path if it names an existing file or ends in `.wasm`,
+/// otherwise a built-in name.
+pub fn load(rt: &Runtime, spec: &str) -> anyhow::Result<Plugin> {
+    let looks_like_path = spec.ends_with(".wasm") || spec.contains('/');
+    if looks_like_path || Path::new(spec).is_file() {
+        return Ok(rt.load_path(Path::new(spec))?);
+    }
+    match builtin_bytes(spec) {
+        Some(bytes) => Ok(rt.load_bytes(spec, bytes)?),
+        None => {
+            let names: Vec<&str> = builtin().iter().map(|(n, _)| *n).collect();
+            Err(UsageError(format!(
+                "no built-in plugin named `{spec}`; built-in plugins are: {}\nhint: give a path to a .wasm file to load your own",
+                names.join(", ")
+            ))
+            .into())
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! `scalebench gen`: readings from a value model, as CSV or JSON lines.
+//! Values are asked for many tags at a time (one call per instant and chunk
+//! of tags), the way the load generator asks for them.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use plugin_runtime::{PluginError, ValueModel};
+
+use crate::catalog;
+use crate::cli::{GenArgs, PluginOptions, UsageError};
+use crate::output::ReadingWriter;
+
+/// Tags per call into the model: bounds memory at 1M+ tags.
+const CHUNK: u32 = 65_536;
+
+/// A plugin error caused by what the user passed (params) is a usage error.
+pub fn user_error(e: PluginError) -> anyhow::Error {
+    match e {
+        PluginError::Returned { ref call, .. } if call == "configure" || call == "setup" => {
+            UsageError(format!("{e}\nhint: see the params schema with `scalebench plugins inspect <plugin>`")).into()
+        }
+        other => other.into(),
+    }
+}
+
+/// Load and configure a value model.
+pub fn open_model(opts: &PluginOptions, spec: &str, params: &str) -> anyhow::Result<ValueModel> {
+    let rt = catalog::runtime(opts)?;
+    let plugin = catalog::load(&rt, spec)?;
+    let mut model = ValueModel::instantiate(&rt, &plugin)?;
+    model.configure(params).map_err(user_error)?;
+    Ok(model)
+}
+
+/// Point ids as the Baler contract names them: `s<site>/e<equip>/<label>`.
+pub fn point_ids(model: &mut ValueModel, seed: u64, tags: u32) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(tags as usize);
+    let mut first = 0;
+    while first < tags {
+        let n = CHUNK.min(tags - first);
+        for t in model.tags(seed, first, n)? {
+            ids.push(format!("s{}/e{}/{}", t.site, t.equip, t.label));
+        }
+        first += n;
+    }
+    Ok(ids)
+}
+
+pub fn run(opts: &PluginOptions, args: GenArgs) -> anyhow::Result<()> {
+    if args.bench {
+        return super::gen_bench::run(opts, &args);
+    }
+    if args.tags == 0 {
+        return Err(UsageError("--tags must be at least 1".into()).into());
+    }
+    let mut model = open_model(opts, &args.model, &args.params)?;
+    let period_ms = model.sample_period_ms()? as i64;
+    let ids = point_ids(&mut model, args.seed, args.tags)?;
+
+    match &args.out {
+        None => {
+            let stdout = std::io::stdout().lock();
+            generate(&mut model, &args, &ids, period_ms, BufWriter::with_capacity(1 << 20, stdout))?;
+        }
+        Some(path) => {
+            let tmp = temp_name(path);
+            let file = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+            let result = generate(&mut model, &args, &ids, period_ms, BufWriter::with_capacity(1 << 20, file));
+            match result {
+                Ok(()) => std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn temp_name(path: &Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp{}", std::process::id()))
+}
+
+fn generate<W: Write>(
+    model: &mut ValueModel,
+    args: &GenArgs,
+    ids: &[String],
+    period_ms: i64,
+    out: W,
+) -> anyhow::Result<()> {
+    let mut w = ReadingWriter::new(out, args.format)?;
+    for s in args.first_sample..args.first_sample + args.samples {
+        let ts = args.start_ms + s as i64 * period_ms;
+        let mut first = 0u32;
+        while first < args.tags {
+            let n = CHUNK.min(args.tags - first);
+            let values = model.sample(args.seed, first, n, s)?;
+            w.write_instant(&ids[first as usize..(first + n) as usize], ts, &values)?;
+            first += n;
+        }
+    }
+    let mut out = w.finish()?;
+    out.flush()?;
+    Ok(())
+}

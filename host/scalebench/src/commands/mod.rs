@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod gen;
+pub mod gen_bench;
+pub mod plugins;

@@ -1,0 +1,33 @@
+//! scalebench: finds out, honestly, how far one server goes for an IoT /
+//! time-series ingest system.
+//!
+//! The library holds everything; `main.rs` only parses and calls [`run`].
+//! Map of the crate:
+//! - `cli`: the command line (clap derive).
+//! - `catalog`: built-in plugins and resolving `--model`/`--target`/`--probes`.
+//! - `commands/*`: one module per subcommand.
+//! - `output`: writing readings as CSV or JSON lines.
+
+pub mod catalog;
+pub mod cli;
+pub mod commands;
+pub mod output;
+
+use cli::{Cli, Command};
+
+/// Run one command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Gen(args) => commands::gen::run(&cli.plugin, args),
+        Command::Plugins(args) => commands::plugins::run(&cli.plugin, args),
+    }
+}
+
+/// Exit status for an error: 2 for bad input, 1 otherwise.
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    if err.downcast_ref::<cli::UsageError>().is_some() {
+        2
+    } else {
+        1
+    }
+}
