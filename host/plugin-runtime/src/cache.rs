@@ -59,10 +59,17 @@ impl Cache {
     pub fn get_or_compile(&self, engine: &Engine, sha: &str, bytes: &[u8]) -> anyhow::Result<(Component, Source)> {
         if let Some(path) = self.path(sha) {
             if path.exists() {
+                // Read into memory rather than mmap: a file changed under a
+                // mapping (another process, a user cleaning the cache) would
+                // fault the host. Reading a few hundred KiB costs ~0.1 ms.
                 // SAFETY: the file was written by `Component::serialize` of an
                 // engine with the same compatibility hash (it is in the name),
-                // into a directory only this tool writes.
-                match unsafe { Component::deserialize_file(engine, &path) } {
+                // into a directory only this tool writes; wasmtime checks the
+                // header and refuses a mismatch.
+                let loaded = std::fs::read(&path).map_err(anyhow::Error::from).and_then(|b| unsafe {
+                    Component::deserialize(engine, &b).map_err(|e| anyhow::anyhow!("{e}"))
+                });
+                match loaded {
                     Ok(c) => return Ok((c, Source::Cache)),
                     Err(_) => {
                         let _ = std::fs::remove_file(&path);
@@ -83,7 +90,10 @@ fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and call: concurrent writers never share a temp file.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)
 }
