@@ -1,0 +1,23 @@
+# The two commands a new user needs:
+#   make run    the main job: a short load ladder against the built-in local stack
+#   make test   every test (real mosquitto, PostgreSQL, NATS and WebAssembly plugins)
+# Both install what is missing first (scripts/setup.sh).
+
+CARGO_TARGET_DIR ?= $(CURDIR)/target
+export CARGO_TARGET_DIR
+RUN_ARGS ?= --steps 1k,2.5k --warmup 10s --soak 30s
+
+.PHONY: setup run test bench
+
+setup:
+	./scripts/setup.sh
+
+run: setup
+	cargo run --release -p scalebench -- run --target baler --model plant-shaped $(RUN_ARGS)
+
+test: setup
+	cargo test --release --workspace
+	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release
+
+bench: setup
+	cargo run --release -p scalebench -- gen --bench --model plant-shaped

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what scalebench and its tests need, if missing: the wasm32-wasip2
+# Rust target (plugins), mosquitto, PostgreSQL and nats-server (the local
+# stack). Idempotent and quick when everything is there. Starts no service:
+# scalebench starts its own on 2xxxx loopback ports and stops them after.
+set -euo pipefail
+
+need_apt=()
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)
+command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}" >&2
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # policy-rc.d keeps the packages from starting system services on the
+  # default ports: scalebench never uses those.
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
+  $SUDO rm -f /usr/sbin/policy-rc.d
+fi
+
+if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-wasip2$'; then
+  echo "setup: adding the wasm32-wasip2 Rust target" >&2
+  rustup target add wasm32-wasip2 >&2
+fi
