@@ -1,0 +1,289 @@
+//! Child processes: spawned in their own process group, stopped by group,
+//! sampled through /proc.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{Service, StackError};
+
+/// One running service: the child (leader of its own process group) and its log.
+pub(crate) struct ServiceProc {
+    pub service: Service,
+    pub child: Child,
+    pub log: PathBuf,
+    reaped: bool,
+}
+
+/// Who a child runs as.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunAs {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+pub(crate) fn open_log(path: &Path) -> Result<File, StackError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| StackError::io(format!("cannot open log file {}", path.display()), e, "check that the run directory is writable"))
+}
+
+/// Spawn `cmd` with stdout and stderr appended to `log`, in a new process
+/// group, killed by the kernel if the spawning thread dies.
+pub(crate) fn spawn(service: Service, mut cmd: Command, log: &Path, run_as: Option<RunAs>) -> Result<ServiceProc, StackError> {
+    let out = open_log(log)?;
+    let err = out
+        .try_clone()
+        .map_err(|e| StackError::io("cannot duplicate a log file handle", e, "check open file limits"))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
+    if let Some(r) = run_as {
+        cmd.uid(r.uid).gid(r.gid);
+    }
+    // SAFETY: prctl is async-signal-safe; no allocation happens here.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let child = cmd.spawn().map_err(|e| {
+        StackError::io(format!("cannot start {service} ({program})"), e, "check the binary path and permissions")
+    })?;
+    Ok(ServiceProc { service, child, log: log.to_path_buf(), reaped: false })
+}
+
+impl ServiceProc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `None` while running, else a description of how it ended.
+    pub fn exit_status(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(s)) => {
+                self.reaped = true;
+                Some(s.to_string())
+            }
+            Ok(None) => None,
+            Err(e) => Some(format!("unknown: {e}")),
+        }
+    }
+
+    pub fn exited_error(&mut self, phase: &str) -> Option<StackError> {
+        let status = self.exit_status()?;
+        Some(StackError::Exited {
+            service: self.service,
+            phase: phase.to_string(),
+            status,
+            log: self.log.clone(),
+            tail: log_tail(&self.log, 20),
+        })
+    }
+
+    /// Send `signal` to the whole process group.
+    pub fn signal_group(&self, signal: i32) {
+        // SAFETY: plain syscall; the group id is our child's pid (process_group(0)).
+        unsafe {
+            libc::killpg(self.pid() as libc::pid_t, signal);
+        }
+    }
+
+    /// Send `signal` to the group, wait up to `grace` for the leader to exit,
+    /// then SIGKILL the group; always reaps the leader, then kills whatever
+    /// of its family outlived it (PostgreSQL backends run in process groups
+    /// of their own, so the group alone is not enough).
+    pub fn stop(&mut self, signal: i32, grace: Duration) {
+        let family = if self.reaped { Vec::new() } else { family(self.pid()) };
+        if !self.reaped {
+            self.signal_group(signal);
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                if self.exit_status().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !self.reaped {
+                self.signal_group(libc::SIGKILL);
+                let _ = self.child.wait();
+                self.reaped = true;
+            }
+        }
+        let leftovers = |family: &[(u32, u64)]| -> Vec<(u32, u64)> {
+            let mut v: Vec<(u32, u64)> =
+                family.iter().copied().filter(|&(pid, start)| start_time(pid) == Some(start) && !is_zombie(pid)).collect();
+            v.extend(group_members(self.pid()).filter_map(|p| Some((p, start_time(p)?))));
+            v
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut left = leftovers(&family);
+        while !left.is_empty() && Instant::now() < deadline {
+            self.signal_group(libc::SIGKILL);
+            for &(pid, _) in &left {
+                // SAFETY: plain syscall; pid checked against its start time above.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            left = leftovers(&family);
+        }
+    }
+}
+
+/// The leader and all its live descendants, with their start times (to tell
+/// a pid apart from a later process that reuses it).
+pub(crate) fn family(root: u32) -> Vec<(u32, u64)> {
+    let stats: Vec<(u32, ProcStat)> = all_pids().filter_map(|p| Some((p, read_stat(p)?))).collect();
+    let mut out = vec![];
+    if let Some((_, s)) = stats.iter().find(|(p, _)| *p == root) {
+        out.push((root, s.start));
+    }
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i].0;
+        for (p, s) in &stats {
+            if s.ppid == parent as i64 && !s.zombie && !out.iter().any(|(q, _)| q == p) {
+                out.push((*p, s.start));
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    read_stat(pid).map(|s| s.start)
+}
+
+fn all_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc").ok().into_iter().flatten().filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
+impl Drop for ServiceProc {
+    fn drop(&mut self) {
+        self.stop(libc::SIGKILL, Duration::from_secs(2));
+    }
+}
+
+/// The last `n` lines of a log file (or a note that it could not be read).
+pub fn log_tail(path: &Path, n: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let start = bytes.len().saturating_sub(64 * 1024);
+            let text = String::from_utf8_lossy(&bytes[start..]);
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(n);
+            let tail = lines[from..].join("\n");
+            if tail.is_empty() {
+                "  (empty)".into()
+            } else {
+                tail.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+            }
+        }
+        Err(e) => format!("  (cannot read: {e})"),
+    }
+}
+
+/// One parsed /proc/<pid>/stat.
+struct ProcStat {
+    ppid: i64,
+    pgrp: i64,
+    zombie: bool,
+    /// Start time after boot, in clock ticks.
+    start: u64,
+    /// utime + stime + cutime + cstime, in clock ticks.
+    ticks: u64,
+}
+
+fn read_stat(pid: u32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and ')': fields start after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); field k is f[k - 3].
+    let num = |k: usize| f.get(k - 3).and_then(|s| s.parse::<i64>().ok());
+    let ticks = [14, 15, 16, 17].iter().map(|&k| num(k).unwrap_or(0).max(0) as u64).sum();
+    Some(ProcStat { ppid: num(4)?, pgrp: num(5)?, zombie: f.first() == Some(&"Z"), start: num(22)? as u64, ticks })
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    std::fs::read_to_string(format!("/proc/{pid}/statm"))
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .map(|pages| pages * page)
+        .unwrap_or(0)
+}
+
+/// Live processes whose process group is `pgid`.
+pub(crate) fn group_members(pgid: u32) -> impl Iterator<Item = u32> {
+    all_pids().filter(move |&pid| read_stat(pid).is_some_and(|s| s.pgrp == pgid as i64 && !s.zombie))
+}
+
+/// Live processes of a service: its process group and the leader's descendants.
+pub(crate) fn service_pids(leader: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = family(leader).into_iter().map(|(p, _)| p).collect();
+    for p in group_members(leader) {
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    v
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| t.rfind(')').map(|i| t[i + 1..].trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// CPU time and memory of one service at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessSample {
+    pub service: Service,
+    /// Pid of the service's leader process (its process group id).
+    pub pid: u32,
+    /// Live processes of the service: its process group and the leader's
+    /// descendants (PostgreSQL: postmaster + backends, which run in process
+    /// groups of their own).
+    pub processes: usize,
+    /// CPU seconds (user + system) of the service's live processes, plus what
+    /// they collected from children they reaped (so backends that ended still
+    /// count). Take two samples: CPU % = Δcpu_seconds / Δwall × 100.
+    pub cpu_seconds: f64,
+    /// Sum of resident set sizes of those processes (pages shared between
+    /// processes, e.g. PostgreSQL's shared buffers, count once per process).
+    pub rss_bytes: u64,
+    /// When the sample was taken.
+    pub at: Instant,
+}
+
+pub(crate) fn sample_group(service: Service, pgid: u32) -> ProcessSample {
+    let at = Instant::now();
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut processes = 0;
+    let mut ticks = 0u64;
+    let mut rss = 0u64;
+    for pid in service_pids(pgid) {
+        if let Some(s) = read_stat(pid) {
+            processes += 1;
+            ticks += s.ticks;
+            rss += rss_bytes(pid);
+        }
+    }
+    ProcessSample { service, pid: pgid, processes, cpu_seconds: ticks as f64 / tick, rss_bytes: rss, at }
+}
+
+/// Is a process with this pid alive (and not a zombie)?
+pub fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
+}

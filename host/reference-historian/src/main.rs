@@ -1,0 +1,597 @@
+//! `reference-historian`: MQTT (`fbf/#`, QoS 1, persistent session, manual
+//! acks) → PostgreSQL (`point_history`, `entity_tags`), batched and durable.
+//!
+//! Pipeline: MQTT event loop → bounded queue → (optional delay stage) →
+//! writer. The writer collects up to `--batch-max` messages or
+//! `--batch-wait-ms`, writes them in one transaction (binary COPY into a temp
+//! staging table, `INSERT … ON CONFLICT DO NOTHING`, tags upsert, COMMIT) and
+//! only then acknowledges every message of the batch. A SIGKILL therefore
+//! loses nothing that was acknowledged; unacknowledged messages are
+//! redelivered by the broker when the persistent session resumes, and the
+//! primary key (point, ts) makes the redelivery idempotent.
+//!
+//! Flow control: acks travel to the broker through rumqttc's request channel,
+//! which only the event loop drains. Its capacity is `--max-unacked`; it must
+//! be at least the broker's per-client in-flight limit
+//! (`max_inflight_messages`), otherwise a full request channel and a full
+//! queue could wait on each other. local-stack configures both.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use reference_historian::{classify, Message, Reading, Stats, SCHEMA_SQL, SUBSCRIPTION};
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, NoTls};
+
+macro_rules! log {
+    ($level:literal, $($arg:tt)*) => {
+        eprintln!("{} reference-historian {}: {}",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"), $level, format_args!($($arg)*))
+    };
+}
+
+#[derive(Parser, Debug, Clone)]
+#[command(version, about = "MQTT → PostgreSQL reference ingester (the default scalebench system under test)")]
+struct Args {
+    /// MQTT broker host.
+    #[arg(long, default_value = "127.0.0.1")]
+    mqtt_host: String,
+    /// MQTT broker port.
+    #[arg(long, default_value_t = 21883)]
+    mqtt_port: u16,
+    /// MQTT client id of the persistent session.
+    #[arg(long, default_value = "reference-historian")]
+    client_id: String,
+    /// tokio-postgres connection string.
+    #[arg(long, default_value = "host=127.0.0.1 port=25432 user=postgres dbname=scalebench")]
+    pg: String,
+    /// Most messages written in one transaction.
+    #[arg(long, default_value_t = 2000)]
+    batch_max: usize,
+    /// Longest wait (ms) for a batch to fill once its first message arrived.
+    #[arg(long, default_value_t = 50)]
+    batch_wait_ms: u64,
+    /// Drop (acknowledge without storing) every Nth reading; never tags nor the canary. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    drop_one_in: u64,
+    /// Every reading reaches storage no earlier than this many ms after it arrived. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+    /// Capacity (messages) of the queue between the MQTT event loop and the
+    /// writer; with --delay-ms it must hold delay × rate messages.
+    #[arg(long, default_value_t = 100_000)]
+    queue: usize,
+    /// Capacity of the PUBACK channel to the broker; keep it ≥ the broker's
+    /// max_inflight_messages for this client.
+    #[arg(long, default_value_t = 250_000)]
+    max_unacked: usize,
+    /// Write counters here as JSON every second and on SIGTERM (tmp + rename).
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+}
+
+#[derive(Default)]
+struct Counters {
+    received: AtomicU64,
+    stored: AtomicU64,
+    dropped: AtomicU64,
+    malformed: AtomicU64,
+    duplicates: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> Stats {
+        Stats {
+            received: self.received.load(Ordering::Relaxed),
+            stored: self.stored.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            malformed: self.malformed.load(Ordering::Relaxed),
+            duplicates: self.duplicates.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What the writer does with a message.
+enum Kind {
+    Reading(Reading),
+    Tags { topic: String, payload: String },
+    /// Acknowledge only (dropped on purpose or malformed).
+    AckOnly,
+}
+
+struct Item {
+    publish: Publish,
+    /// MQTT connection generation the message arrived on; an ack is only
+    /// sent on that same connection (otherwise the broker redelivers it).
+    gen: u64,
+    arrived: Instant,
+    kind: Kind,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args).await {
+        log!("error", "{e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.batch_max > 0, "--batch-max must be at least 1");
+    anyhow::ensure!(args.queue > 0, "--queue must be at least 1");
+    let counters = Arc::new(Counters::default());
+    let gen = Arc::new(AtomicU64::new(0));
+    log!(
+        "info",
+        "starting: mqtt {}:{} client id {:?}, batch ≤{} / {} ms, drop one in {}, delay {} ms",
+        args.mqtt_host, args.mqtt_port, args.client_id, args.batch_max, args.batch_wait_ms,
+        args.drop_one_in, args.delay_ms
+    );
+
+    // Stats file and SIGTERM/SIGINT.
+    if let Some(path) = args.stats_file.clone() {
+        write_stats(&path, &counters.snapshot()).await;
+        let c = counters.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                write_stats(&path, &c.snapshot()).await;
+            }
+        });
+    }
+    {
+        let c = counters.clone();
+        let path = args.stats_file.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            let s = c.snapshot();
+            if let Some(p) = &path {
+                write_stats(p, &s).await;
+            }
+            log!("info", "signal received, exiting; final {}", serde_json::to_string(&s).unwrap_or_default());
+            std::process::exit(0);
+        });
+    }
+    {
+        let c = counters.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(10));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                log!("info", "stats {}", serde_json::to_string(&c.snapshot()).unwrap_or_default());
+            }
+        });
+    }
+
+    let mut opts = MqttOptions::new(args.client_id.clone(), args.mqtt_host.clone(), args.mqtt_port);
+    opts.set_clean_session(false)
+        .set_manual_acks(true)
+        .set_keep_alive(Duration::from_secs(30))
+        .set_max_packet_size(16 * 1024 * 1024, 64 * 1024);
+    let (client, eventloop) = AsyncClient::new(opts, args.max_unacked.max(args.batch_max * 2));
+
+    let (tx, rx) = mpsc::channel::<Item>(args.queue);
+    let writer_rx = if args.delay_ms > 0 {
+        let (dtx, drx) = mpsc::channel::<Item>(args.batch_max * 2);
+        tokio::spawn(delay_stage(rx, dtx, Duration::from_millis(args.delay_ms)));
+        drx
+    } else {
+        rx
+    };
+    let writer = tokio::spawn(writer(args.clone(), writer_rx, client.clone(), counters.clone(), gen.clone()));
+    let mqtt = tokio::spawn(mqtt_loop(args.clone(), eventloop, client, tx, counters, gen));
+
+    tokio::select! {
+        r = writer => r.context("writer task")?,
+        r = mqtt => r.context("mqtt task")?,
+    }
+}
+
+/// Holds each message until `arrived + delay`. Arrivals are in order, so only
+/// the head ever waits: a fixed added delay without a throughput cost.
+async fn delay_stage(mut rx: mpsc::Receiver<Item>, tx: mpsc::Sender<Item>, delay: Duration) {
+    while let Some(item) = rx.recv().await {
+        tokio::time::sleep_until(item.arrived + delay).await;
+        if tx.send(item).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn mqtt_loop(
+    args: Args,
+    mut eventloop: rumqttc::EventLoop,
+    client: AsyncClient,
+    tx: mpsc::Sender<Item>,
+    counters: Arc<Counters>,
+    gen: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let min_backoff = Duration::from_millis(250);
+    let max_backoff = Duration::from_secs(5);
+    let mut backoff = min_backoff;
+    let mut failures: u64 = 0;
+    let mut readings_seen: u64 = 0;
+    loop {
+        match eventloop.poll().await {
+            Ok(Event::Incoming(Packet::ConnAck(ack))) => {
+                log!(
+                    "info",
+                    "mqtt: connected to {}:{} (session present: {})",
+                    args.mqtt_host, args.mqtt_port, ack.session_present
+                );
+                backoff = min_backoff;
+                failures = 0;
+                // Resubscribing on a resumed session would replay every
+                // retained message; the session already holds the subscription.
+                if !ack.session_present {
+                    if let Err(e) = client.try_subscribe(SUBSCRIPTION, QoS::AtLeastOnce) {
+                        let c = client.clone();
+                        log!("warn", "mqtt: subscribe queued behind acks ({e})");
+                        tokio::spawn(async move { c.subscribe(SUBSCRIPTION, QoS::AtLeastOnce).await });
+                    }
+                }
+            }
+            Ok(Event::Incoming(Packet::SubAck(s))) => {
+                if s.return_codes.iter().any(|c| matches!(c, rumqttc::SubscribeReasonCode::Failure)) {
+                    anyhow::bail!("mqtt: broker refused the subscription to {SUBSCRIPTION}: {s:?}");
+                }
+                log!("info", "mqtt: subscribed to {SUBSCRIPTION} at QoS 1");
+            }
+            Ok(Event::Incoming(Packet::Publish(publish))) => {
+                let arrived = Instant::now();
+                let kind = match classify(&publish.topic, &publish.payload) {
+                    Message::Reading { reading, canary } => {
+                        counters.received.fetch_add(1, Ordering::Relaxed);
+                        let drop = if !canary && args.drop_one_in > 0 {
+                            readings_seen += 1;
+                            readings_seen % args.drop_one_in == 0
+                        } else {
+                            false
+                        };
+                        if drop {
+                            counters.dropped.fetch_add(1, Ordering::Relaxed);
+                            Kind::AckOnly
+                        } else {
+                            Kind::Reading(reading)
+                        }
+                    }
+                    Message::Tags { topic, payload } => Kind::Tags { topic, payload },
+                    Message::Malformed(why) => {
+                        let n = counters.malformed.fetch_add(1, Ordering::Relaxed) + 1;
+                        if n <= 20 || n.is_power_of_two() {
+                            log!("warn", "malformed message #{n}: {why}");
+                        }
+                        Kind::AckOnly
+                    }
+                };
+                let item = Item { publish, gen: gen.load(Ordering::SeqCst), arrived, kind };
+                if tx.send(item).await.is_err() {
+                    anyhow::bail!("writer stopped");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // Acks for messages of the lost connection must not reach the
+                // next one: the broker redelivers those messages instead.
+                gen.fetch_add(1, Ordering::SeqCst);
+                failures += 1;
+                if failures == 1 || failures % 10 == 0 {
+                    log!(
+                        "warn",
+                        "mqtt: broker {}:{} unreachable or connection lost ({e}); retrying every ≤{:?} (attempt {failures})",
+                        args.mqtt_host, args.mqtt_port, max_backoff
+                    );
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(max_backoff);
+            }
+        }
+    }
+}
+
+async fn writer(
+    args: Args,
+    mut rx: mpsc::Receiver<Item>,
+    client: AsyncClient,
+    counters: Arc<Counters>,
+    gen: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let mut db = Db { conn: args.pg.clone(), client: None };
+    db.ensure().await;
+    let wait = Duration::from_millis(args.batch_wait_ms);
+    let mut batch: Vec<Item> = Vec::with_capacity(args.batch_max);
+    loop {
+        batch.clear();
+        if rx.recv_many(&mut batch, args.batch_max).await == 0 {
+            anyhow::bail!("MQTT side stopped");
+        }
+        let deadline = Instant::now() + wait;
+        while batch.len() < args.batch_max {
+            let room = args.batch_max - batch.len();
+            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+
+        let outcome = db.write(&batch).await;
+        counters.stored.fetch_add(outcome.inserted, Ordering::Relaxed);
+        counters.duplicates.fetch_add(outcome.duplicates, Ordering::Relaxed);
+        counters.malformed.fetch_add(outcome.rejected, Ordering::Relaxed);
+        counters.batches.fetch_add(outcome.transactions, Ordering::Relaxed);
+
+        let current = gen.load(Ordering::SeqCst);
+        let mut stale = 0usize;
+        for item in &batch {
+            if item.gen != current {
+                stale += 1;
+                continue;
+            }
+            if let Err(e) = client.ack(&item.publish).await {
+                anyhow::bail!("mqtt client closed while acking: {e}");
+            }
+        }
+        if stale > 0 {
+            log!("info", "{stale} messages arrived on an earlier connection: stored, not acked (the broker redelivers them)");
+        }
+    }
+}
+
+#[derive(Default)]
+struct Outcome {
+    inserted: u64,
+    duplicates: u64,
+    /// Messages PostgreSQL refused as data (counted as malformed).
+    rejected: u64,
+    transactions: u64,
+}
+
+struct Db {
+    conn: String,
+    client: Option<Client>,
+}
+
+impl Db {
+    /// Connect (retrying with backoff until it works) and create the schema.
+    async fn ensure(&mut self) -> &Client {
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            self.client = None;
+        }
+        let mut backoff = Duration::from_millis(250);
+        let mut attempt: u64 = 0;
+        while self.client.is_none() {
+            attempt += 1;
+            match self.connect().await {
+                Ok(c) => {
+                    log!("info", "postgres: connected, schema ready");
+                    self.client = Some(c);
+                }
+                Err(e) => {
+                    if attempt == 1 || attempt % 10 == 0 {
+                        log!("warn", "postgres: unreachable or not ready ({e:#}); retrying every ≤5s (attempt {attempt})");
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        self.client.as_ref().expect("connected")
+    }
+
+    async fn connect(&self) -> anyhow::Result<Client> {
+        let (client, connection) = tokio_postgres::connect(&self.conn, NoTls)
+            .await
+            .with_context(|| format!("connect with {:?}", redact(&self.conn)))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                log!("warn", "postgres: connection ended: {e}");
+            }
+        });
+        client.batch_execute(SCHEMA_SQL).await.context("create schema")?;
+        client
+            .batch_execute(
+                "CREATE TEMP TABLE IF NOT EXISTS staging_points \
+                 (point text NOT NULL, ts timestamptz NOT NULL, value double precision NOT NULL) \
+                 ON COMMIT DELETE ROWS",
+            )
+            .await
+            .context("create staging table")?;
+        Ok(client)
+    }
+
+    /// Write one batch; retries (reconnecting) until PostgreSQL took it. A
+    /// batch refused as data is written message by message instead, so one
+    /// bad message cannot block the pipeline.
+    async fn write(&mut self, batch: &[Item]) -> Outcome {
+        let refs: Vec<&Item> = batch.iter().collect();
+        if refs.iter().all(|i| matches!(i.kind, Kind::AckOnly)) {
+            return Outcome::default();
+        }
+        let mut backoff = Duration::from_millis(250);
+        let mut attempt = 0u64;
+        loop {
+            attempt += 1;
+            let client = self.ensure().await;
+            match write_tx(client, &refs).await {
+                Ok((inserted, readings)) => {
+                    return Outcome {
+                        inserted,
+                        duplicates: readings - inserted,
+                        rejected: 0,
+                        transactions: 1,
+                    }
+                }
+                Err(e) if is_data_error(&e) => {
+                    log!("warn", "postgres refused a batch of {} as data ({e}); writing its messages one by one", batch.len());
+                    return self.write_one_by_one(&refs).await;
+                }
+                Err(e) => {
+                    log!("warn", "postgres: batch write failed ({e}); reconnecting and retrying (attempt {attempt})");
+                    if self.client.as_ref().is_some_and(|c| c.is_closed()) || attempt > 1 {
+                        self.client = None;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn write_one_by_one(&mut self, items: &[&Item]) -> Outcome {
+        let mut out = Outcome::default();
+        for item in items {
+            if matches!(item.kind, Kind::AckOnly) {
+                continue;
+            }
+            loop {
+                let client = self.ensure().await;
+                match write_tx(client, std::slice::from_ref(item)).await {
+                    Ok((inserted, readings)) => {
+                        out.inserted += inserted;
+                        out.duplicates += readings - inserted;
+                        out.transactions += 1;
+                        break;
+                    }
+                    Err(e) if is_data_error(&e) => {
+                        log!("warn", "postgres refused the message on {} ({e}); counted as malformed", item.publish.topic);
+                        out.rejected += 1;
+                        break;
+                    }
+                    Err(e) => {
+                        log!("warn", "postgres: write failed ({e}); reconnecting and retrying");
+                        self.client = None;
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One transaction: COPY readings into the staging table, move them into
+/// point_history (duplicates ignored), upsert tags, commit. Returns (rows
+/// inserted, readings written).
+async fn write_tx(client: &Client, items: &[&Item]) -> Result<(u64, u64), tokio_postgres::Error> {
+    let readings: Vec<&Reading> = items
+        .iter()
+        .filter_map(|i| match &i.kind {
+            Kind::Reading(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    // Last payload wins per topic (an upsert may touch a row once per statement).
+    let mut tag_index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut topics: Vec<&str> = Vec::new();
+    let mut payloads: Vec<&str> = Vec::new();
+    for i in items {
+        if let Kind::Tags { topic, payload } = &i.kind {
+            match tag_index.get(topic.as_str()) {
+                Some(&k) => payloads[k] = payload,
+                None => {
+                    tag_index.insert(topic, topics.len());
+                    topics.push(topic);
+                    payloads.push(payload);
+                }
+            }
+        }
+    }
+    if readings.is_empty() && topics.is_empty() {
+        return Ok((0, 0));
+    }
+
+    // `Client::transaction` needs `&mut`; plain BEGIN/COMMIT on the shared
+    // client is equivalent since this writer is the only user.
+    client.batch_execute("BEGIN").await?;
+    let result = async {
+        let mut inserted = 0;
+        if !readings.is_empty() {
+            let sink = client
+                .copy_in("COPY staging_points (point, ts, value) FROM STDIN (FORMAT binary)")
+                .await?;
+            let writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TIMESTAMPTZ, Type::FLOAT8]);
+            let mut writer = std::pin::pin!(writer);
+            for r in &readings {
+                writer.as_mut().write(&[&r.point, &r.ts, &r.value]).await?;
+            }
+            writer.finish().await?;
+            inserted = client
+                .execute(
+                    "INSERT INTO point_history (point, ts, value) \
+                     SELECT point, ts, value FROM staging_points ON CONFLICT DO NOTHING",
+                    &[],
+                )
+                .await?;
+        }
+        if !topics.is_empty() {
+            client
+                .execute(
+                    "INSERT INTO entity_tags (topic, payload, updated_at) \
+                     SELECT t, p::jsonb, now() FROM unnest($1::text[], $2::text[]) AS u(t, p) \
+                     ON CONFLICT (topic) DO UPDATE SET payload = EXCLUDED.payload, updated_at = EXCLUDED.updated_at",
+                    &[&topics, &payloads],
+                )
+                .await?;
+        }
+        client.batch_execute("COMMIT").await?;
+        Ok::<u64, tokio_postgres::Error>(inserted)
+    }
+    .await;
+    match result {
+        Ok(inserted) => Ok((inserted, readings.len() as u64)),
+        Err(e) => {
+            if !client.is_closed() {
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Errors that retrying cannot fix: PostgreSQL refused the data itself
+/// (SQLSTATE class 22 data exception, 23 integrity constraint violation).
+fn is_data_error(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| {
+        let code = d.code().code();
+        code.starts_with("22") || code.starts_with("23")
+    })
+}
+
+fn redact(conn: &str) -> String {
+    conn.split_whitespace()
+        .map(|kv| if kv.starts_with("password=") { "password=…" } else { kv })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn write_stats(path: &std::path::Path, stats: &Stats) {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let body = serde_json::to_vec(stats).expect("stats serialize");
+    let r = async {
+        tokio::fs::write(&tmp, &body).await?;
+        tokio::fs::rename(&tmp, path).await
+    }
+    .await;
+    if let Err(e) = r {
+        log!("warn", "cannot write stats file {}: {e}", path.display());
+    }
+}
