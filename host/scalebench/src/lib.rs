@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod cli;
 pub mod commands;
 pub mod output;
+pub mod results;
 
 use cli::{Cli, Command};
 

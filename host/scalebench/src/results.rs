@@ -1,0 +1,243 @@
+//! Results of a run: data with a schema (docs/results.md), written as
+//! `results/<run-id>-ladder.json` atomically after every step, so a crash or
+//! Ctrl-C keeps the steps already measured. Printing is a view of this data
+//! (see `commands::table`). Every number says its unit in its name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change of this file's shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub started_utc: String,
+    pub finished_utc: Option<String>,
+    /// The full command line, as typed.
+    pub command_line: Vec<String>,
+    pub target: String,
+    pub model: String,
+    pub probes: String,
+    /// "local" or "external".
+    pub stack: String,
+    pub interval_s: f64,
+    pub warmup_s: f64,
+    pub soak_s: f64,
+    pub hardware: Hardware,
+    /// Commits of scalebench and, where known, of the SUT.
+    pub commits: BTreeMap<String, String>,
+    /// Plugins used: name -> sha256 of the component.
+    pub plugins: BTreeMap<String, String>,
+    /// CPU/memory caps of the stack, if any ("none" locally).
+    pub caps: BTreeMap<String, String>,
+    pub steps: Vec<StepResult>,
+    /// Highest step that passed, in points.
+    pub max_passing_points: Option<u64>,
+    /// Why the run ended: "completed", "step failed", "interrupted", or an error.
+    pub ended_because: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Hardware {
+    pub nproc: u32,
+    pub cpu_model: String,
+    /// CPUs this process may run on, e.g. "0-1".
+    pub cpu_affinity: String,
+    pub ram_bytes: u64,
+    pub disk_free_bytes: u64,
+    pub load_avg_1m: f64,
+    pub load_avg_5m: f64,
+    pub load_avg_15m: f64,
+    pub kernel: String,
+    pub hostname: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Inconclusive,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepResult {
+    pub points: u64,
+    pub status: Status,
+    /// Every reason the step did not pass, most important first.
+    pub reasons: Vec<String>,
+    pub target_rps: f64,
+    pub started_utc: String,
+    pub duration_s: f64,
+    pub generator: Generator,
+    pub ingest: Ingest,
+    pub lag: Lag,
+    /// Numeric $SYS counters of the broker: before, after, delta.
+    pub broker: BTreeMap<String, BrokerCounter>,
+    /// Per stack process / container: CPU and memory over the soak.
+    pub resources: BTreeMap<String, Resource>,
+    /// Restarts, OOM kills, exit status per service.
+    pub containers: BTreeMap<String, ServiceHealth>,
+    pub samples: Vec<Sample>,
+    pub probes: Vec<ProbeResult>,
+    pub db: Db,
+    pub durability: Durability,
+    pub topology: Topology,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Generator {
+    pub published: u64,
+    pub acked: u64,
+    /// Acknowledged readings per second over the soak.
+    pub achieved_rps: f64,
+    /// achieved_rps / target_rps.
+    pub offered_ratio: f64,
+    /// How far behind its schedule the generator fell, worst case.
+    pub behind_schedule_max_s: f64,
+    pub behind_schedule_p95_s: f64,
+    pub connections: u32,
+    pub publish_errors: u64,
+    /// Generator's own CPU seconds over the step, and per million acked.
+    pub cpu_s: f64,
+    pub cpu_us_per_acked: f64,
+    pub rss_peak_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Ingest {
+    /// Readings acknowledged by the transport, by second of payload ts, summed over the compared window.
+    pub acked: u64,
+    pub stored: u64,
+    pub stored_ratio: f64,
+    /// Seconds where stored < 99% of acked (first few), as "unix_s: stored/acked".
+    pub short_seconds: Vec<String>,
+    pub short_seconds_count: u64,
+    /// Stored readings per second of soak.
+    pub stored_rps: f64,
+    pub stored_rate_ratio: f64,
+    pub stored_rps_per_host_cpu: f64,
+    pub broker_dropped_delta: f64,
+    pub rows_per_day_at_this_rate: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Lag {
+    pub canaries_sent: u64,
+    pub lost: u64,
+    pub p50_s: Option<f64>,
+    pub p95_s: Option<f64>,
+    pub max_s: Option<f64>,
+    pub first_third_median_s: Option<f64>,
+    pub last_third_median_s: Option<f64>,
+    /// How often storage was polled for canaries (bounds the lag's resolution).
+    pub poll_interval_s: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BrokerCounter {
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    pub delta: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Resource {
+    /// 100 = one core, averaged over the soak.
+    pub cpu_percent: f64,
+    pub cpu_percent_max: f64,
+    pub rss_bytes_max: u64,
+    pub rss_bytes_last: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServiceHealth {
+    pub restarts: u32,
+    pub oom_kills: u32,
+    /// "running", or how it ended.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Sample {
+    pub elapsed_s: f64,
+    pub acked_rps: f64,
+    pub stored_rps: Option<f64>,
+    pub lag_s: Option<f64>,
+    pub pg_roundtrip_s: Option<f64>,
+    pub behind_schedule_s: f64,
+    pub cpu_percent: BTreeMap<String, f64>,
+    pub rss_bytes: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub name: String,
+    pub description: String,
+    /// First run's time.
+    pub cold_s: Option<f64>,
+    /// Median of the warm runs.
+    pub warm_median_s: Option<f64>,
+    pub warm_runs_s: Vec<f64>,
+    pub budget_s: Option<f64>,
+    /// Where the budget comes from ("provisional" when it has no source yet).
+    pub budget_source: Option<String>,
+    pub ok: bool,
+    /// Why it failed: over budget, error, or the plugin's check said so.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Db {
+    pub table_bytes: Option<f64>,
+    pub rows_estimate: Option<f64>,
+    pub bytes_per_row: Option<f64>,
+    pub database_bytes: Option<f64>,
+    pub bytes_per_day_raw_at_this_rate: Option<f64>,
+    /// Every stat the adapter reported, by name.
+    pub stats: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Durability {
+    pub fsync: Option<String>,
+    pub synchronous_commit: Option<String>,
+    pub full_page_writes: Option<String>,
+    /// True only if all three are on.
+    pub comparable: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Topology {
+    pub new_points: u64,
+    pub messages: u64,
+    /// Time until every topology message was acknowledged.
+    pub publish_s: f64,
+}
+
+impl RunResult {
+    /// Write atomically: a temporary file in the same directory, then rename.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, text + "\n")?;
+        std::fs::rename(&tmp, path)
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<RunResult> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not a scalebench ladder result: {e}", path.display()))
+    }
+
+    pub fn path_in(dir: &Path, run_id: &str) -> PathBuf {
+        dir.join(format!("{run_id}-ladder.json"))
+    }
+}
