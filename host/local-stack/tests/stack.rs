@@ -7,16 +7,16 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use local_stack::{pid_alive, LocalStack, Service, StackError, StackOptions};
 use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
 
-static STACK_LOCK: Mutex<()> = Mutex::new(());
+static STACK_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn one_stack_at_a_time() -> MutexGuard<'static, ()> {
-    STACK_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+async fn one_stack_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    STACK_LOCK.lock().await
 }
 
 /// Build the historian (same profile, same target dir as this test binary)
@@ -152,7 +152,7 @@ async fn stored_ids(pg: &tokio_postgres::Client, prefix: &str) -> Vec<u64> {
 // (a) starts, passes the one-reading check, stop() leaves no process behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starts_checks_and_stops_cleanly() {
-    let _one = one_stack_at_a_time();
+    let _one = one_stack_at_a_time().await;
     let run = TempRun::new("a");
     let stack = start(&run, |_| {}).await;
 
@@ -199,7 +199,7 @@ async fn starts_checks_and_stops_cleanly() {
 // the broker acknowledged ends up in point_history exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acked_readings_survive_historian_sigkill() {
-    let _one = one_stack_at_a_time();
+    let _one = one_stack_at_a_time().await;
     let run = TempRun::new("b");
     let mut stack = start(&run, |_| {}).await;
     let c = pg(&stack).await;
@@ -240,7 +240,7 @@ async fn acked_readings_survive_historian_sigkill() {
 // (c) --drop-one-in 50: stored = acked - dropped, exactly, matching the stats file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_one_in_is_exact() {
-    let _one = one_stack_at_a_time();
+    let _one = one_stack_at_a_time().await;
     let run = TempRun::new("c");
     let stack = start(&run, |o| o.historian.drop_one_in = Some(50)).await;
     let c = pg(&stack).await;

@@ -261,7 +261,7 @@ async fn mqtt_loop(
                         counters.received.fetch_add(1, Ordering::Relaxed);
                         let drop = if !canary && args.drop_one_in > 0 {
                             readings_seen += 1;
-                            readings_seen % args.drop_one_in == 0
+                            readings_seen.is_multiple_of(args.drop_one_in)
                         } else {
                             false
                         };
@@ -292,7 +292,7 @@ async fn mqtt_loop(
                 // next one: the broker redelivers those messages instead.
                 gen.fetch_add(1, Ordering::SeqCst);
                 failures += 1;
-                if failures == 1 || failures % 10 == 0 {
+                if failures == 1 || failures.is_multiple_of(10) {
                     log!(
                         "warn",
                         "mqtt: broker {}:{} unreachable or connection lost ({e}); retrying every ≤{:?} (attempt {failures})",
@@ -384,7 +384,7 @@ impl Db {
                     self.client = Some(c);
                 }
                 Err(e) => {
-                    if attempt == 1 || attempt % 10 == 0 {
+                    if attempt == 1 || attempt.is_multiple_of(10) {
                         log!("warn", "postgres: unreachable or not ready ({e:#}); retrying every ≤5s (attempt {attempt})");
                     }
                     tokio::time::sleep(backoff).await;
@@ -401,7 +401,7 @@ impl Db {
             .with_context(|| format!("connect with {:?}", redact(&self.conn)))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                log!("warn", "postgres: connection ended: {e}");
+                log!("warn", "postgres: connection ended: {}", pg_error(&e));
             }
         });
         client.batch_execute(SCHEMA_SQL).await.context("create schema")?;
@@ -439,11 +439,11 @@ impl Db {
                     }
                 }
                 Err(e) if is_data_error(&e) => {
-                    log!("warn", "postgres refused a batch of {} as data ({e}); writing its messages one by one", batch.len());
+                    log!("warn", "postgres refused a batch of {} as data ({}); writing its messages one by one", batch.len(), pg_error(&e));
                     return self.write_one_by_one(&refs).await;
                 }
                 Err(e) => {
-                    log!("warn", "postgres: batch write failed ({e}); reconnecting and retrying (attempt {attempt})");
+                    log!("warn", "postgres: batch write failed ({}); reconnecting and retrying (attempt {attempt})", pg_error(&e));
                     if self.client.as_ref().is_some_and(|c| c.is_closed()) || attempt > 1 {
                         self.client = None;
                     }
@@ -470,12 +470,12 @@ impl Db {
                         break;
                     }
                     Err(e) if is_data_error(&e) => {
-                        log!("warn", "postgres refused the message on {} ({e}); counted as malformed", item.publish.topic);
+                        log!("warn", "postgres refused the message on {} ({}); counted as malformed", item.publish.topic, pg_error(&e));
                         out.rejected += 1;
                         break;
                     }
                     Err(e) => {
-                        log!("warn", "postgres: write failed ({e}); reconnecting and retrying");
+                        log!("warn", "postgres: write failed ({}); reconnecting and retrying", pg_error(&e));
                         self.client = None;
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
@@ -572,6 +572,17 @@ fn is_data_error(e: &tokio_postgres::Error) -> bool {
         let code = d.code().code();
         code.starts_with("22") || code.starts_with("23")
     })
+}
+
+/// tokio-postgres' Display says only "db error": add the server's message.
+fn pg_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        None => match std::error::Error::source(e) {
+            Some(src) => format!("{e}: {src}"),
+            None => e.to_string(),
+        },
+    }
 }
 
 fn redact(conn: &str) -> String {
