@@ -190,6 +190,9 @@ pub struct ProbeResult {
     pub ok: bool,
     /// Why it failed: over budget, error, or the plugin's check said so.
     pub error: Option<String>,
+    /// Something to know that is not a failure, e.g. "no budget in budgets.json".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -6,3 +6,4 @@ mod common;
 mod cli_gen;
 mod models;
 mod plugin_faults;
+mod probes;

@@ -3,3 +3,4 @@
 pub mod gen;
 pub mod gen_bench;
 pub mod plugins;
+pub mod table;

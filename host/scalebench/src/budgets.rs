@@ -1,0 +1,272 @@
+//! `budgets.json`: the read probes' budgets.
+//!
+//! ```json
+//! {"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional", "note": "why this number"}}}
+//! ```
+//!
+//! `budget_s` (seconds, > 0) is required; `source` says where the number
+//! comes from (an issue, a user's requirement) and is `"provisional"` when
+//! omitted; `note` is free text. Unknown fields, a probe given twice and a
+//! budget that is not a positive number are errors that name the file, the
+//! probe and the field, with a `hint:` line: a typo such as `budget_ms` must
+//! never silently leave a probe without a budget. A probe a probe set runs
+//! that is not in the file is measured and reported without a budget.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::cli::UsageError;
+
+/// The `source` of a budget that does not name one.
+pub const PROVISIONAL: &str = "provisional";
+
+/// One probe's budget.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// The probe's limit in seconds, compared with its warm median.
+    pub budget_s: f64,
+    /// Where the number comes from; "provisional" when nobody set it yet.
+    #[serde(default = "provisional")]
+    pub source: String,
+    #[serde(default)]
+    pub note: String,
+}
+
+fn provisional() -> String {
+    PROVISIONAL.into()
+}
+
+/// The budgets of a run, by probe name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Budgets {
+    /// The file they were read from (empty for [`Budgets::none`]).
+    pub path: PathBuf,
+    pub probes: BTreeMap<String, Budget>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    probes: Entries,
+}
+
+/// The `probes` object; refuses a probe given twice (serde would keep the last).
+struct Entries(BTreeMap<String, Budget>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Entries, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object of probe name -> {\"budget_s\", \"source\", \"note\"}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    if out.contains_key(&name) {
+                        return Err(de::Error::custom(format!("probe `{name}` is given twice")));
+                    }
+                    let b: Budget = map.next_value()?;
+                    out.insert(name, b);
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+const SHAPE: &str = r#"{"probes": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}"#;
+const FIELDS_HINT: &str = "hint: each probe takes `budget_s` (seconds, required, > 0), `source` (where the number comes from; \"provisional\" if omitted) and `note` (free text)";
+
+impl Budgets {
+    /// No budgets: every probe is measured and reported without one.
+    pub fn none() -> Budgets {
+        Budgets::default()
+    }
+
+    /// Read and check `path`. Errors are [`UsageError`]s (bad input).
+    pub fn load(path: &Path) -> anyhow::Result<Budgets> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UsageError(format!(
+                "cannot read budgets file {}: {e}\nhint: give the probes' budgets with --budgets <file> (the repository's is budgets.json)",
+                path.display()
+            ))
+        })?;
+        Budgets::parse(&text, path)
+    }
+
+    /// Parse `text`; `path` is only used in messages and kept in the result.
+    pub fn parse(text: &str, path: &Path) -> anyhow::Result<Budgets> {
+        let file = path.display();
+        let usage = |msg: String| -> anyhow::Error { UsageError(msg).into() };
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| usage(format!("{file} is not valid JSON: {e}\nhint: the file looks like {SHAPE}")))?;
+        let parsed: File = match serde_json::from_str(text) {
+            Ok(f) => f,
+            Err(e) => return Err(usage(describe(&file.to_string(), &value, &e))),
+        };
+        let mut probes = parsed.probes.0;
+        for (name, b) in &mut probes {
+            if name.trim().is_empty() {
+                return Err(usage(format!("{file}: a probe has an empty name\nhint: use the name the probe set gives the probe")));
+            }
+            if !b.budget_s.is_finite() || b.budget_s <= 0.0 {
+                return Err(usage(format!(
+                    "{file}: probe `{name}`: `budget_s` is {}, but a budget must be a number of seconds greater than 0\n\
+                     hint: to measure a probe without a budget, leave it out of the file",
+                    b.budget_s
+                )));
+            }
+            if b.source.trim().is_empty() {
+                b.source = PROVISIONAL.into();
+            }
+        }
+        Ok(Budgets { path: path.to_path_buf(), probes })
+    }
+
+    pub fn get(&self, probe: &str) -> Option<&Budget> {
+        self.probes.get(probe)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.probes.keys().map(String::as_str)
+    }
+}
+
+/// The message for a file that is JSON but not a budgets file: what is wrong,
+/// where (probe, line), and a hint.
+fn describe(file: &str, value: &serde_json::Value, e: &serde_json::Error) -> String {
+    let mut msg = e.to_string();
+    let loc = format!(" at line {} column {}", e.line(), e.column());
+    if let Some(stripped) = msg.strip_suffix(&loc) {
+        msg = stripped.to_string();
+    }
+    let at = format!("(line {}, column {})", e.line(), e.column());
+    let Some(top) = value.as_object() else {
+        return format!("{file}: the top level must be an object, not {}\nhint: the file looks like {SHAPE}", kind(value));
+    };
+    if top.keys().any(|k| k != "probes") || !top.contains_key("probes") {
+        return format!("{file}: {msg} at the top level {at}\nhint: the file has one top-level key, `probes`: {SHAPE}");
+    }
+    let probes = &top["probes"];
+    let Some(entries) = probes.as_object() else {
+        return format!("{file}: `probes` must be an object of probe name -> budget, not {}\nhint: the file looks like {SHAPE}", kind(probes));
+    };
+    // Name the probe: the first entry that does not parse on its own.
+    for (name, entry) in entries {
+        if let Err(pe) = serde_json::from_value::<Budget>(entry.clone()) {
+            let pmsg = pe.to_string();
+            let hint = if let Some(field) = unknown_field(&pmsg) {
+                if field.contains("ms") || field.contains("budget") || field.contains("sec") || field.contains("limit") {
+                    format!("hint: a budget is given in seconds as `budget_s` (e.g. 250 ms is \"budget_s\": 0.25), not `{field}`")
+                } else {
+                    FIELDS_HINT.to_string()
+                }
+            } else {
+                FIELDS_HINT.to_string()
+            };
+            return format!("{file}: probe `{name}`: {pmsg} {at}\n{hint}");
+        }
+    }
+    // Every entry parses alone: a duplicate probe, or something only the text shows.
+    format!("{file}: {msg} {at}\nhint: give each probe once: {SHAPE}")
+}
+
+fn unknown_field(msg: &str) -> Option<&str> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Budgets, String> {
+        Budgets::parse(text, Path::new("budgets.json")).map_err(|e| {
+            assert!(e.downcast_ref::<UsageError>().is_some(), "not a usage error: {e}");
+            e.to_string()
+        })
+    }
+
+    #[test]
+    fn reads_the_repository_file() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../budgets.json");
+        let b = Budgets::load(&path).unwrap();
+        assert!(b.get("latest-all").is_some_and(|x| x.budget_s > 0.0 && x.source == "provisional"));
+        assert!(b.names().count() >= 3);
+    }
+
+    #[test]
+    fn defaults() {
+        let b = parse(r##"{"probes": {"a": {"budget_s": 0.5}, "b": {"budget_s": 2, "source": "#178", "note": "n"}}}"##).unwrap();
+        assert_eq!(b.get("a").unwrap(), &Budget { budget_s: 0.5, source: "provisional".into(), note: String::new() });
+        assert_eq!(b.get("b").unwrap().budget_s, 2.0);
+        assert_eq!(b.get("b").unwrap().source, "#178");
+        assert!(b.get("c").is_none());
+        assert_eq!(parse(r#"{"probes": {}}"#).unwrap().probes.len(), 0);
+    }
+
+    #[test]
+    fn typo_in_a_probe_field() {
+        let e = parse("{\"probes\": {\n  \"latest-all\": {\"budget_ms\": 500}\n}}").unwrap_err();
+        assert!(e.starts_with("budgets.json: probe `latest-all`: unknown field `budget_ms`"), "{e}");
+        assert!(e.contains("expected one of `budget_s`, `source`, `note`"), "{e}");
+        assert!(e.contains("line 2"), "{e}");
+        assert!(e.contains("\nhint: a budget is given in seconds as `budget_s`"), "{e}");
+        let e = parse(r#"{"probes": {"x": {"budget_s": 1, "sauce": "y"}}}"#).unwrap_err();
+        assert!(e.contains("unknown field `sauce`") && e.contains("\nhint: each probe takes `budget_s`"), "{e}");
+    }
+
+    #[test]
+    fn typo_at_the_top() {
+        let e = parse(r#"{"probs": {"x": {"budget_s": 1}}}"#).unwrap_err();
+        assert!(e.starts_with("budgets.json: unknown field `probs`, expected `probes`"), "{e}");
+        assert!(e.contains("\nhint: the file has one top-level key, `probes`"), "{e}");
+        let e = parse(r#"{"probes": {}, "extra": 1}"#).unwrap_err();
+        assert!(e.contains("unknown field `extra`"), "{e}");
+        let e = parse(r#"{}"#).unwrap_err();
+        assert!(e.contains("missing field `probes`") && e.contains("hint:"), "{e}");
+        let e = parse(r#"[]"#).unwrap_err();
+        assert!(e.contains("top level must be an object"), "{e}");
+        let e = parse(r#"{"probes": [1]}"#).unwrap_err();
+        assert!(e.contains("`probes` must be an object"), "{e}");
+    }
+
+    #[test]
+    fn bad_values() {
+        for bad in ["0", "-1", "0.0"] {
+            let e = parse(&format!(r#"{{"probes": {{"x": {{"budget_s": {bad}}}}}}}"#)).unwrap_err();
+            assert!(e.contains("probe `x`: `budget_s` is") && e.contains("greater than 0") && e.contains("\nhint:"), "{e}");
+        }
+        let e = parse(r#"{"probes": {"x": {"budget_s": "1"}}}"#).unwrap_err();
+        assert!(e.contains("probe `x`: invalid type: string \"1\", expected f64"), "{e}");
+        let e = parse(r#"{"probes": {"x": {"source": "y"}}}"#).unwrap_err();
+        assert!(e.contains("probe `x`: missing field `budget_s`") && e.contains("hint:"), "{e}");
+        let e = parse(r#"{"probes": {"x": {"budget_s": 1e999}}}"#).unwrap_err();
+        assert!(e.contains("budgets.json") && e.contains("hint:"), "{e}");
+        let e = parse(r#"{"probes": {"x": {"budget_s": 1}, "x": {"budget_s": 2}}}"#).unwrap_err();
+        assert!(e.contains("probe `x` is given twice") && e.contains("hint:"), "{e}");
+        let e = parse("{\"probes\": ").unwrap_err();
+        assert!(e.contains("budgets.json is not valid JSON"), "{e}");
+        let e = Budgets::load(Path::new("/nonexistent/budgets.json")).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/budgets.json") && e.contains("hint:"), "{e}");
+    }
+}

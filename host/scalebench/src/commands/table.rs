@@ -1,0 +1,399 @@
+//! `scalebench table`: print ladder results as the Markdown table of seed 000
+//! (one row per step), ready to paste into a report. A view of the result
+//! JSON, nothing more: every number comes from `results/<run-id>-ladder.json`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::cli::UsageError;
+use crate::results::{ProbeResult, RunResult, Status, StepResult};
+
+/// `1234567` → "1,234,567".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A count or rate rounded to a whole number, with separators; "-" if not finite.
+pub fn whole(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let r = x.round();
+    if r < 0.0 {
+        format!("-{}", thousands((-r) as u64))
+    } else {
+        thousands(r as u64)
+    }
+}
+
+/// Seconds as "0.45 s", "19.3 s", "1,234 s".
+pub fn seconds(s: f64) -> String {
+    if !s.is_finite() {
+        "-".into()
+    } else if s.abs() < 10.0 {
+        format!("{s:.2} s")
+    } else if s.abs() < 100.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{} s", whole(s))
+    }
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+fn status(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::Fail => "fail",
+        Status::Inconclusive => "inconclusive",
+        Status::Interrupted => "interrupted",
+    }
+}
+
+fn over_budget(p: &ProbeResult) -> bool {
+    matches!((p.warm_median_s.or(p.cold_s), p.budget_s), (Some(t), Some(b)) if t > b)
+}
+
+/// A probe's cell: warm median (the cold run when there are no warm runs),
+/// `*` when over budget, ` !` when it failed otherwise (a request error or
+/// an answer the probe set rejected), "error !" when it has no time at all.
+/// Returns (cell, over budget, failed otherwise).
+fn probe_cell(p: &ProbeResult) -> (String, bool, bool) {
+    let over = over_budget(p);
+    // run_probes lists errors and rejections before "over budget".
+    let only_over = over && p.error.as_deref().is_none_or(|e| e.starts_with("over budget"));
+    let other = !p.ok && !only_over;
+    let mut s = match p.warm_median_s.or(p.cold_s) {
+        Some(t) => seconds(t),
+        None if p.ok => return ("-".into(), false, false),
+        None => return ("error !".into(), false, true),
+    };
+    if over {
+        s.push('*');
+    }
+    if other {
+        s += " !";
+    }
+    (s, over, other)
+}
+
+fn shell_word(a: &str) -> String {
+    if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+fn durability_line(steps: &[StepResult]) -> &'static str {
+    if steps.is_empty() {
+        "unknown (no steps)"
+    } else if steps.iter().all(|s| s.durability.comparable) {
+        "yes"
+    } else if steps.iter().any(|s| s.durability.comparable) {
+        "no (some steps not durable)"
+    } else {
+        "no"
+    }
+}
+
+/// The Markdown of one run: a line about the run, the table, the verdict.
+fn render_run(r: &RunResult, out: &mut String) {
+    let h = &r.hardware;
+    let cmd: Vec<String> = r.command_line.iter().map(|a| shell_word(a)).collect();
+    let _ = writeln!(
+        out,
+        "Run {} · nproc {} ({}) · {} · durability comparable: {} · command: `{}`",
+        r.run_id,
+        h.nproc,
+        if h.cpu_affinity.is_empty() { "affinity unknown".to_string() } else { format!("CPUs {}", h.cpu_affinity) },
+        if h.cpu_model.is_empty() { "CPU model unknown" } else { &h.cpu_model },
+        durability_line(&r.steps),
+        cmd.join(" ").replace('`', "'"),
+    );
+    out.push('\n');
+
+    // Probe columns: every probe name seen, in order of first appearance.
+    let mut names: Vec<&str> = Vec::new();
+    for s in &r.steps {
+        for p in &s.probes {
+            if !names.contains(&p.name.as_str()) {
+                names.push(&p.name);
+            }
+        }
+    }
+    let mut header: Vec<String> = [
+        "Points", "Status", "Offered/s", "Stored/s", "Stored/s per CPU", "Stored %", "p95 lag", "Lost canaries", "Broker drops",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    header.extend(names.iter().map(|n| cell(n)));
+    header.push("First failure".into());
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+
+    let (mut any_over, mut any_other) = (false, false);
+    for s in &r.steps {
+        let g = &s.generator;
+        let i = &s.ingest;
+        let stored_pct = if i.acked > 0 { format!("{:.2}%", i.stored_ratio * 100.0) } else { "-".into() };
+        let mut row = vec![
+            thousands(s.points),
+            status(s.status).to_string(),
+            whole(g.achieved_rps),
+            whole(i.stored_rps),
+            whole(i.stored_rps_per_host_cpu),
+            stored_pct,
+            s.lag.p95_s.map(seconds).unwrap_or_else(|| "-".into()),
+            thousands(s.lag.lost),
+            whole(i.broker_dropped_delta),
+        ];
+        for n in &names {
+            match s.probes.iter().find(|p| p.name == *n) {
+                Some(p) => {
+                    let (c, over, other) = probe_cell(p);
+                    any_over |= over;
+                    any_other |= other;
+                    row.push(c);
+                }
+                None => row.push("-".into()),
+            }
+        }
+        row.push(s.reasons.first().map(|x| cell(x)).unwrap_or_else(|| "-".into()));
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    if r.steps.is_empty() {
+        let _ = writeln!(out, "| (no steps measured) |{}", " |".repeat(header.len() - 1));
+    }
+    out.push('\n');
+    if any_over || any_other {
+        let mut legend = Vec::new();
+        if any_over {
+            legend.push("`*` warm median over budget");
+        }
+        if any_other {
+            legend.push("`!` the probe failed otherwise (error or rejected answer; see `probes[].error` in the result)");
+        }
+        let _ = writeln!(out, "{}.\n", legend.join("; "));
+    }
+    let best = r.max_passing_points.or_else(|| r.steps.iter().filter(|s| s.status == Status::Pass).map(|s| s.points).max());
+    let verdict = match best {
+        Some(p) => format!("Highest passing step: {} points.", thousands(p)),
+        None => "Highest passing step: none.".into(),
+    };
+    let ended = r.ended_because.trim();
+    if ended.is_empty() || ended == "completed" {
+        let _ = writeln!(out, "{verdict}");
+    } else {
+        let _ = writeln!(out, "{verdict} Run ended: {}.", cell(ended).trim_end_matches('.'));
+    }
+}
+
+/// The Markdown table of every run, in the order given, separated by a blank line.
+pub fn render(results: &[RunResult]) -> String {
+    let mut out = String::new();
+    for (i, r) in results.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        render_run(r, &mut out);
+    }
+    out
+}
+
+/// Result files named by `paths`: files as given, directories as every
+/// `*-ladder.json` in them (sorted by name, i.e. by run id). No paths means
+/// the `results` directory.
+pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let default = [PathBuf::from("results")];
+    let paths = if paths.is_empty() { &default[..] } else { paths };
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("cannot list {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with("-ladder.json")))
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                return Err(UsageError(format!(
+                    "{} holds no ladder results (*-ladder.json)\nhint: run a ladder first, or name result files: scalebench table results/<run-id>-ladder.json",
+                    p.display()
+                ))
+                .into());
+            }
+            files.extend(found);
+        } else if p.exists() {
+            files.push(p.clone());
+        } else {
+            return Err(UsageError(format!(
+                "{}: no such file or directory\nhint: ladder results are written to results/<run-id>-ladder.json",
+                p.display()
+            ))
+            .into());
+        }
+    }
+    Ok(files)
+}
+
+/// `scalebench table [PATH...]`: print the tables of the results named.
+pub fn run(paths: &[PathBuf]) -> anyhow::Result<()> {
+    let files = collect(paths)?;
+    let runs = files.iter().map(|f| RunResult::load(Path::new(f))).collect::<anyhow::Result<Vec<_>>>()?;
+    print!("{}", render(&runs));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::*;
+
+    fn probe(name: &str, median: f64, budget: f64, ok: bool) -> ProbeResult {
+        ProbeResult {
+            name: name.into(),
+            description: String::new(),
+            cold_s: Some(median),
+            warm_median_s: Some(median),
+            warm_runs_s: vec![median; 5],
+            budget_s: Some(budget),
+            budget_source: Some("provisional".into()),
+            ok,
+            error: (!ok).then(|| "over budget".into()),
+            note: None,
+        }
+    }
+
+    fn step(points: u64, status: Status, rps: f64, probes: Vec<ProbeResult>, reasons: Vec<String>) -> StepResult {
+        StepResult {
+            points,
+            status,
+            reasons,
+            target_rps: rps,
+            started_utc: "2026-11-08T00:33:11Z".into(),
+            duration_s: 360.0,
+            generator: Generator { achieved_rps: rps, offered_ratio: 1.0, ..Default::default() },
+            ingest: Ingest {
+                acked: (rps * 300.0) as u64,
+                stored: (rps * 300.0 * 0.9969) as u64,
+                stored_ratio: 0.9969,
+                stored_rps: rps * 1.018,
+                stored_rps_per_host_cpu: rps * 1.018 / 2.0,
+                broker_dropped_delta: if points > 2000 { 115_903.0 } else { 0.0 },
+                ..Default::default()
+            },
+            lag: Lag { canaries_sent: 150, lost: 0, p95_s: Some(0.45), ..Default::default() },
+            broker: Default::default(),
+            resources: Default::default(),
+            containers: Default::default(),
+            samples: vec![],
+            probes,
+            db: Default::default(),
+            durability: Durability { comparable: true, ..Default::default() },
+            topology: Default::default(),
+        }
+    }
+
+    fn run_result() -> RunResult {
+        RunResult {
+            schema_version: SCHEMA_VERSION,
+            run_id: "20261108T003311Z".into(),
+            started_utc: "2026-11-08T00:33:11Z".into(),
+            finished_utc: None,
+            command_line: vec!["scalebench".into(), "ladder".into(), "--steps".into(), "1k,2.5k".into(), "--note".into(), "a b".into()],
+            target: "baler".into(),
+            model: "plant-shaped".into(),
+            probes: "historian-sql".into(),
+            stack: "local".into(),
+            interval_s: 5.0,
+            warmup_s: 60.0,
+            soak_s: 300.0,
+            hardware: Hardware { nproc: 2, cpu_model: "Intel Xeon @ 2.10GHz".into(), cpu_affinity: "0-1".into(), ..Default::default() },
+            commits: Default::default(),
+            plugins: Default::default(),
+            caps: Default::default(),
+            steps: vec![
+                step(1000, Status::Pass, 200.0, vec![probe("latest-all", 0.31, 1.0, true), probe("day-1", 0.05, 0.5, true)], vec![]),
+                step(
+                    2500,
+                    Status::Fail,
+                    5000.0,
+                    vec![probe("latest-all", 1.8, 1.0, false), probe("hour-1000", 0.2, 1.0, true)],
+                    vec!["probe latest-all over budget | 1.80 s > 1.00 s".into(), "broker drops".into()],
+                ),
+            ],
+            max_passing_points: Some(1000),
+            ended_because: "step failed".into(),
+        }
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(whole(5089.6), "5,090");
+        assert_eq!(seconds(0.454), "0.45 s");
+        assert_eq!(seconds(19.34), "19.3 s");
+        assert_eq!(seconds(1234.0), "1,234 s");
+    }
+
+    #[test]
+    fn renders_a_run() {
+        let md = render(&[run_result()]);
+        let lines: Vec<&str> = md.lines().collect();
+        assert!(lines[0].starts_with("Run 20261108T003311Z · nproc 2 (CPUs 0-1) · Intel Xeon @ 2.10GHz · durability comparable: yes"), "{md}");
+        assert!(lines[0].contains("command: `scalebench ladder --steps 1k,2.5k --note 'a b'`"), "{md}");
+        assert!(md.contains(
+            "| Points | Status | Offered/s | Stored/s | Stored/s per CPU | Stored % | p95 lag | Lost canaries | Broker drops | latest-all | day-1 | hour-1000 | First failure |"
+        ), "{md}");
+        assert!(md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|"), "{md}");
+        assert!(md.contains("| 1,000 | pass | 200 | 204 | 102 | 99.69% | 0.45 s | 0 | 0 | 0.31 s | 0.05 s | - | - |"), "{md}");
+        assert!(md.contains("| 2,500 | fail | 5,000 | 5,090 | 2,545 | 99.69% | 0.45 s | 0 | 115,903 | 1.80 s* | - | 0.20 s | probe latest-all over budget \\| 1.80 s > 1.00 s |"), "{md}");
+        assert!(md.contains("`*` warm median over budget"), "{md}");
+        assert!(md.trim_end().ends_with("Highest passing step: 1,000 points. Run ended: step failed."), "{md}");
+    }
+
+    #[test]
+    fn no_pass_and_files() {
+        let mut r = run_result();
+        r.steps.truncate(0);
+        r.max_passing_points = None;
+        r.ended_because = "completed".into();
+        let md = render(&[r.clone()]);
+        assert!(md.contains("durability comparable: unknown (no steps)"), "{md}");
+        assert!(md.trim_end().ends_with("Highest passing step: none."), "{md}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let a = run_result();
+        a.save(&RunResult::path_in(dir.path(), &a.run_id)).unwrap();
+        r.run_id = "20261109T000000Z".into();
+        r.save(&RunResult::path_in(dir.path(), &r.run_id)).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let files = collect(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(files.len(), 2);
+        assert!(files[0].ends_with("20261108T003311Z-ladder.json"));
+        let runs: Vec<RunResult> = files.iter().map(|f| RunResult::load(f).unwrap()).collect();
+        let md = render(&runs);
+        assert_eq!(md.matches("Highest passing step").count(), 2);
+        let e = collect(&[dir.path().join("nope.json")]).unwrap_err().to_string();
+        assert!(e.contains("no such file") && e.contains("hint:"), "{e}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(collect(&[empty.path().to_path_buf()]).unwrap_err().to_string().contains("no ladder results"));
+    }
+}

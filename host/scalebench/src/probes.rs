@@ -1,0 +1,167 @@
+//! Running a probe set's reads under load: the host runs every probe, times
+//! it through [`StackServices`] (SQL probes through the SQL path, HTTP probes
+//! through the HTTP path), lets the plugin judge each answer (`check`), and
+//! compares the warm median with the probe's budget.
+//!
+//! Per probe: one cold run, then `warm_runs` warm runs, one after the other.
+//! A probe passes when every run got an answer (HTTP: a 2xx status), the
+//! plugin's `check` accepted every answer, and the median of the warm runs
+//! is within its budget (with `warm_runs` = 0, the cold run is compared).
+//! A request that fails ends that probe's runs (the next would most likely
+//! fail the same way and each may cost a whole timeout); a rejected answer
+//! does not, so the timings stay complete. A probe that has no budget is
+//! measured and reported with `budget_s` = None, `ok` = true and a `note`.
+
+use plugin_runtime::probe_types::{Probe, ProbeRequest, ProbeResponse};
+use plugin_runtime::ProbeSet;
+
+use crate::budgets::Budgets;
+use crate::results::ProbeResult;
+use crate::services::StackServices;
+
+/// Warm runs per probe that seed 000 uses ("5 runs, warm median").
+pub const DEFAULT_WARM_RUNS: usize = 5;
+
+/// Median of `v` (mean of the middle two for an even count); None if empty.
+pub fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+}
+
+fn run_label(i: usize) -> String {
+    if i == 0 {
+        "cold run".into()
+    } else {
+        format!("warm run {i}")
+    }
+}
+
+/// One timed run of a probe: the answer, or why there is none.
+fn run_once(plugin: &str, probe: &Probe, services: &StackServices) -> Result<(ProbeResponse, f64), String> {
+    match &probe.request {
+        ProbeRequest::Sql(q) => {
+            let (r, d) = services.timed_sql(plugin, &q.database, &q.statement, &q.params);
+            let rows = r.map_err(|e| format!("SQL on `{}`: {e}", q.database))?;
+            Ok((ProbeResponse::Sql(rows), d.map(|d| d.as_secs_f64()).unwrap_or(0.0)))
+        }
+        ProbeRequest::Http(req) => {
+            let (r, d) = services.timed_http(plugin, req);
+            let resp = r.map_err(|e| format!("HTTP {} {} on `{}`: {e}", req.method, req.path, req.service))?;
+            if !(200..300).contains(&resp.status) {
+                let body: String = String::from_utf8_lossy(&resp.body).chars().take(200).collect();
+                return Err(format!(
+                    "HTTP {} {} on `{}` answered status {} (a probe needs 2xx): {}",
+                    req.method,
+                    req.path,
+                    req.service,
+                    resp.status,
+                    body.trim()
+                ));
+            }
+            Ok((ProbeResponse::Http(resp), d.map(|d| d.as_secs_f64()).unwrap_or(0.0)))
+        }
+    }
+}
+
+/// Run every probe once cold and `warm_runs` times warm; see the module docs.
+/// Never fails as a whole: every problem lands in its probe's `error`.
+pub fn run_probes(
+    probe_set: &mut ProbeSet,
+    probes: &[Probe],
+    services: &StackServices,
+    budgets: &Budgets,
+    warm_runs: usize,
+) -> Vec<ProbeResult> {
+    let plugin = probe_set.name().to_string();
+    let budgets_file = if budgets.path.as_os_str().is_empty() {
+        "the budgets file".to_string()
+    } else {
+        budgets.path.display().to_string()
+    };
+    let mut out = Vec::with_capacity(probes.len());
+    for probe in probes {
+        let mut times: Vec<f64> = Vec::with_capacity(warm_runs + 1);
+        let mut problems: Vec<String> = Vec::new();
+        let mut first_rejection: Option<(usize, String)> = None;
+        let mut rejected = 0usize;
+        let mut checked = 0usize;
+        for i in 0..=warm_runs {
+            let (resp, secs) = match run_once(&plugin, probe, services) {
+                Ok(x) => x,
+                Err(e) => {
+                    problems.push(format!("error on the {}: {e}", run_label(i)));
+                    break;
+                }
+            };
+            times.push(secs);
+            checked += 1;
+            let verdict = match probe_set.check(&probe.name, &resp) {
+                Ok(v) => v,
+                Err(e) => Err(format!("the probe set's check could not judge it: {e}")),
+            };
+            if let Err(reason) = verdict {
+                rejected += 1;
+                first_rejection.get_or_insert((i, reason));
+            }
+        }
+        if let Some((i, reason)) = first_rejection {
+            problems.push(format!(
+                "check failed on {rejected} of {checked} runs (first: {}): {reason}",
+                run_label(i)
+            ));
+        }
+        let cold_s = times.first().copied();
+        let warm_runs_s: Vec<f64> = times.iter().skip(1).copied().collect();
+        let warm_median_s = median(&warm_runs_s);
+        let judged = if warm_runs == 0 { cold_s } else { warm_median_s };
+        let budget = budgets.get(&probe.name);
+        let mut note = None;
+        match (budget, judged) {
+            (Some(b), Some(t)) if t > b.budget_s => {
+                let what = if warm_runs == 0 { "cold run" } else { "warm median" };
+                problems.push(format!(
+                    "over budget: {what} {t:.3} s > {:.3} s budget ({}) by {:.3} s ({:.0}% over)",
+                    b.budget_s,
+                    b.source,
+                    t - b.budget_s,
+                    (t / b.budget_s - 1.0) * 100.0
+                ));
+            }
+            (None, _) => {
+                note = Some(format!("no budget for `{}` in {budgets_file}: measured, not judged", probe.name));
+            }
+            _ => {}
+        }
+        out.push(ProbeResult {
+            name: probe.name.clone(),
+            description: probe.description.clone(),
+            cold_s,
+            warm_median_s,
+            warm_runs_s,
+            budget_s: budget.map(|b| b.budget_s),
+            budget_source: budget.map(|b| b.source.clone()),
+            ok: problems.is_empty(),
+            error: if problems.is_empty() { None } else { Some(problems.join("; ")) },
+            note,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0]), Some(3.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0, 2.0, 4.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+}
