@@ -103,6 +103,9 @@ pub struct HistorianOptions {
     pub client_id: String,
     /// Further arguments, appended as given (e.g. `--batch-max 500`).
     pub extra_args: Vec<String>,
+    /// Arguments put before all others: lets a multi-call binary run the
+    /// historian (`scalebench reference-historian --mqtt-host ...`).
+    pub leading_args: Vec<String>,
 }
 
 impl Default for HistorianOptions {
@@ -113,6 +116,7 @@ impl Default for HistorianOptions {
             delay_ms: None,
             client_id: "reference-historian".into(),
             extra_args: Vec::new(),
+            leading_args: Vec::new(),
         }
     }
 }
@@ -421,6 +425,7 @@ impl LocalStack {
     fn historian_command(&self) -> Command {
         let h = &self.opts.historian;
         let mut cmd = Command::new(&self.historian_bin);
+        cmd.args(&h.leading_args);
         cmd.args(["--mqtt-host", HOST, "--mqtt-port", &self.opts.mqtt_port.to_string()])
             .args(["--client-id", &h.client_id])
             .args(["--pg", &self.postgres_conn()])

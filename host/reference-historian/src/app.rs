@@ -1,3 +1,6 @@
+//! The historian program (its `main`, also reachable as `scalebench
+//! reference-historian ...` so one binary carries the whole local stack).
+//!
 //! `reference-historian`: MQTT (`fbf/#`, QoS 1, persistent session, manual
 //! acks) → PostgreSQL (`point_history`, `entity_tags`), batched and durable.
 //!
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use reference_historian::{classify, Message, Reading, Stats, SCHEMA_SQL, SUBSCRIPTION};
+use crate::{classify, Message, Reading, Stats, SCHEMA_SQL, SUBSCRIPTION};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -118,12 +121,27 @@ struct Item {
     kind: Kind,
 }
 
-#[tokio::main]
-async fn main() {
-    let args = Args::parse();
-    if let Err(e) = run(args).await {
-        log!("error", "{e:#}");
-        std::process::exit(1);
+/// Parse `args` (the first item is the program name) and run until
+/// terminated. Returns the process exit status.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = Args::parse_from(args);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            log!("error", "cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(()) => 0,
+        Err(e) => {
+            log!("error", "{e:#}");
+            1
+        }
     }
 }
 

@@ -11,6 +11,8 @@
 //!   a malformed message;
 //! - [`Stats`]: the JSON it writes to `--stats-file`.
 
+pub mod app;
+
 use chrono::{DateTime, Datelike, NaiveDateTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 

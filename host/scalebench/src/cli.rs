@@ -33,7 +33,107 @@ pub enum Command {
     Gen(GenArgs),
     /// List or inspect plugins.
     Plugins(PluginsArgs),
+    /// Run the load ladder against a stack and report the ceiling.
+    Run(Box<RunArgs>),
+    /// Print the results table of one or more ladder result files.
+    Table {
+        /// results/<run-id>-ladder.json files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run the reference historian (used by the local stack).
+    #[command(hide = true)]
+    ReferenceHistorian {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StackKind {
+    /// Start mosquitto, PostgreSQL and the reference historian as child processes.
+    Local,
+    /// Drive a stack someone else runs (--mqtt-url, --pg-url).
+    External,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Target adapter: a built-in name or a path to a .wasm.
+    #[arg(long, default_value = "baler")]
+    pub target: String,
+    #[arg(long, default_value = "{}")]
+    pub target_params: String,
+    /// Value model: a built-in name or a path to a .wasm.
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
+    #[arg(long, default_value = "{}")]
+    pub model_params: String,
+    /// Probe set timed under load, a built-in name, a path, or `none`.
+    #[arg(long, default_value = "historian-sql")]
+    pub probes: String,
+    #[arg(long, default_value = "{}")]
+    pub probe_params: String,
+    /// Probe budgets (default: ./budgets.json, else the built-in copy).
+    #[arg(long)]
+    pub budgets: Option<PathBuf>,
+    /// Points per step, e.g. 1k,2.5k,5k (default: seed 000's ladder; starts at 1k on hosts with < 4 CPUs).
+    #[arg(long)]
+    pub steps: Option<String>,
+    /// Every point reports once per interval.
+    #[arg(long, default_value = "5s")]
+    pub interval: String,
+    #[arg(long, default_value = "60s")]
+    pub warmup: String,
+    #[arg(long, default_value = "15m")]
+    pub soak: String,
+    #[arg(long, default_value = "15s")]
+    pub sample_every: String,
+    /// How long to wait for canaries after the load stops.
+    #[arg(long, default_value = "300s")]
+    pub drain_timeout: String,
+    /// Go on after a step that does not pass.
+    #[arg(long)]
+    pub continue_on_fail: bool,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// MQTT connections of the generator.
+    #[arg(long, default_value_t = 4)]
+    pub connections: u32,
+    #[arg(long, value_enum, default_value_t = StackKind::Local)]
+    pub stack: StackKind,
+    /// First port of the local stack (mqtt; postgres is the next).
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
+    /// Where the local stack keeps its files (default: a new temp dir).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// External stack: the broker, e.g. mqtt://127.0.0.1:21883.
+    #[arg(long)]
+    pub mqtt_url: Option<String>,
+    /// External stack: PostgreSQL connection string of the SUT's database.
+    #[arg(long)]
+    pub pg_url: Option<String>,
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// A step is inconclusive when the results disk has less free space.
+    #[arg(long, default_value_t = 1.0)]
+    pub min_disk_free_gb: f64,
+    /// Calibration: the local historian drops one reading in N.
+    #[arg(long, value_name = "N")]
+    pub historian_drop_one_in: Option<u64>,
+    /// Calibration: the local historian stores every reading this many ms late.
+    #[arg(long, value_name = "MS")]
+    pub historian_delay_ms: Option<u64>,
+    /// Crash test: SIGKILL the local historian this long into each step's load, restart it 3 s later.
+    #[arg(long, value_name = "DURATION")]
+    pub kill_historian_after: Option<String>,
+}
+
+/// The user pressed Ctrl-C (exit status 130).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted; the steps measured so far are in the result file")]
+pub struct Interrupted;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {

@@ -11,7 +11,18 @@
 pub mod catalog;
 pub mod cli;
 pub mod commands;
+pub mod loadgen;
 pub mod output;
+pub mod broker_sys;
+pub mod budgets;
+pub mod canary;
+pub mod hardware;
+pub mod ladder;
+pub mod probes;
+pub mod services;
+pub mod stack;
+pub mod verdict;
+pub mod transport;
 pub mod results;
 
 use cli::{Cli, Command};
@@ -21,6 +32,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Gen(args) => commands::gen::run(&cli.plugin, args),
         Command::Plugins(args) => commands::plugins::run(&cli.plugin, args),
+        Command::Run(args) => commands::run::run(&cli.plugin, *args),
+        Command::Table { files } => commands::table::run(&files),
+        Command::ReferenceHistorian { args } => {
+            let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
+            std::process::exit(reference_historian::app::main_with_args(argv));
+        }
     }
 }
 
@@ -28,6 +45,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 pub fn exit_code(err: &anyhow::Error) -> i32 {
     if err.downcast_ref::<cli::UsageError>().is_some() {
         2
+    } else if err.downcast_ref::<cli::Interrupted>().is_some() {
+        130
     } else {
         1
     }

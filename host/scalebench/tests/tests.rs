@@ -6,4 +6,5 @@ mod common;
 mod cli_gen;
 mod models;
 mod plugin_faults;
+mod ladder;
 mod probes;

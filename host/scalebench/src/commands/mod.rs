@@ -3,4 +3,5 @@
 pub mod gen;
 pub mod gen_bench;
 pub mod plugins;
+pub mod run;
 pub mod table;

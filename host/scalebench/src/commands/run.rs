@@ -1,0 +1,213 @@
+//! `scalebench run`: the main job. Starts (or connects to) the stack, runs
+//! the ladder, prints the results table, and tears the stack down on
+//! success, failure or Ctrl-C. Results already measured are always kept.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use local_stack::{LocalStack, StackOptions};
+
+use crate::budgets::Budgets;
+use crate::cli::{PluginOptions, RunArgs, StackKind, UsageError};
+use crate::ladder::{self, LadderConfig};
+use crate::services::StackServices;
+use crate::stack::{self, Stack};
+
+/// `10k`, `2.5k`, `1M`, `500` → points.
+pub fn parse_points(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k') | Some('K') => (&t[..t.len() - 1], 1_000.0),
+        Some('m') | Some('M') => (&t[..t.len() - 1], 1_000_000.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{t}` is not a point count (examples: 500, 2.5k, 1M)"))?;
+    let points = (v * mult).round();
+    if !(points >= 1.0 && points <= 50_000_000.0) {
+        return Err(format!("`{t}` is out of range: a step has between 1 and 50M points"));
+    }
+    Ok(points as u64)
+}
+
+pub fn parse_steps(s: &str) -> Result<Vec<u64>, String> {
+    let steps: Vec<u64> = s.split(',').filter(|x| !x.trim().is_empty()).map(parse_points).collect::<Result<_, _>>()?;
+    if steps.is_empty() {
+        return Err("--steps is empty; give a list such as 1k,2.5k,5k".into());
+    }
+    if steps.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(format!("--steps must increase: {s}"));
+    }
+    Ok(steps)
+}
+
+/// `500ms`, `30s`, `15m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.find(|c: char| c.is_ascii_alphabetic()).map(|i| (&t[..i], &t[i..])).unwrap_or((t, "s"));
+    let v: f64 = num.parse().map_err(|_| format!("`{t}` is not a duration (examples: 500ms, 30s, 15m, 1h)"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        other => return Err(format!("unknown unit `{other}` in `{t}`; use ms, s, m or h")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("`{t}` is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The default ladder: seed 000's, with smaller first steps on small hosts.
+pub fn default_steps(nproc: usize) -> Vec<u64> {
+    let mut s = vec![10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000];
+    if nproc < 4 {
+        s.splice(0..0, [1_000, 2_500, 5_000]);
+    }
+    s
+}
+
+fn usage(e: String) -> anyhow::Error {
+    UsageError(e).into()
+}
+
+pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
+    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let steps = match &args.steps {
+        Some(s) => parse_steps(s).map_err(|e| usage(format!("--steps: {e}")))?,
+        None => default_steps(nproc),
+    };
+    let interval = parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?;
+    let warmup = parse_duration(&args.warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
+    let soak = parse_duration(&args.soak).map_err(|e| usage(format!("--soak: {e}")))?;
+    let sample_every = parse_duration(&args.sample_every).map_err(|e| usage(format!("--sample-every: {e}")))?;
+    let drain_timeout = parse_duration(&args.drain_timeout).map_err(|e| usage(format!("--drain-timeout: {e}")))?;
+    if interval.is_zero() || soak.is_zero() || sample_every.is_zero() {
+        return Err(usage("--interval, --soak and --sample-every must be above zero".into()));
+    }
+    let budgets = match &args.budgets {
+        Some(p) => Budgets::load(p)?,
+        None if std::path::Path::new("budgets.json").exists() => Budgets::load(std::path::Path::new("budgets.json"))?,
+        None => Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("built-in budgets.json"))?,
+    };
+    let probes = match args.probes.as_str() {
+        "none" => None,
+        other => Some(other.to_string()),
+    };
+    let run_id = crate::results::run_id_now();
+    let repo_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let results_dir = args.results_dir.clone();
+    std::fs::create_dir_all(&results_dir).with_context(|| format!("cannot create {}", results_dir.display()))?;
+
+    let cfg = LadderConfig {
+        steps,
+        interval,
+        warmup,
+        soak,
+        sample_every,
+        continue_on_fail: args.continue_on_fail,
+        seed: args.seed,
+        connections: args.connections,
+        model: args.model.clone(),
+        model_params: args.model_params.clone(),
+        target: args.target.clone(),
+        target_params: args.target_params.clone(),
+        probes,
+        probe_params: args.probe_params.clone(),
+        probe_warm_runs: 5,
+        drain_timeout,
+        results_dir,
+        run_id: run_id.clone(),
+        command_line: std::env::args().collect(),
+        min_disk_free_bytes: (args.min_disk_free_gb * 1e9) as u64,
+        repo_dir,
+        kill_historian_after: args
+            .kill_historian_after
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|e| usage(format!("--kill-historian-after: {e}")))?,
+    };
+    if cfg.kill_historian_after.is_some() && args.stack != StackKind::Local {
+        return Err(usage("--kill-historian-after needs --stack local (it kills the local reference historian)".into()));
+    }
+    let plugin_rt = crate::catalog::runtime(opts)?;
+    // Fail on bad plugins before starting any process.
+    for spec in [&cfg.model, &cfg.target].into_iter().chain(cfg.probes.as_ref()) {
+        crate::catalog::load(&plugin_rt, spec)?;
+    }
+
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    tokio_rt.block_on(async move {
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("\ninterrupted: finishing the current measurement, keeping results, stopping the stack (Ctrl-C again to quit at once)");
+                    stop.store(true, Ordering::Relaxed);
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
+                }
+            });
+        }
+        let mut stack = match args.stack {
+            StackKind::Local => {
+                let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
+                let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
+                so.historian.bin = Some(std::env::current_exe()?);
+                so.historian.leading_args = vec!["reference-historian".into()];
+                so.historian.drop_one_in = args.historian_drop_one_in;
+                so.historian.delay_ms = args.historian_delay_ms;
+                eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
+                let s = LocalStack::start(so).await.context("cannot start the local stack")?;
+                Stack::Local(s)
+            }
+            StackKind::External => {
+                let url = args.mqtt_url.clone().ok_or_else(|| usage("--stack external needs --mqtt-url mqtt://host:port and --pg-url".into()))?;
+                let (mqtt_host, mqtt_port) = stack::parse_mqtt_url(&url).map_err(usage)?;
+                let pg_conn = args.pg_url.clone().ok_or_else(|| usage("--stack external needs --pg-url (a PostgreSQL connection string)".into()))?;
+                Stack::External(stack::External { mqtt_host, mqtt_port, pg_conn })
+            }
+        };
+        let services = Arc::new(StackServices::new(
+            [("postgres".to_string(), stack.pg_conn())].into_iter().collect(),
+            Default::default(),
+        )?);
+        let result = ladder::run(&cfg, &plugin_rt, &mut stack, services, &budgets, stop.clone()).await;
+        if let Stack::Local(s) = stack {
+            eprintln!("stopping the local stack");
+            tokio::task::block_in_place(|| s.stop());
+        }
+        let result = result?;
+        println!("{}", crate::commands::table::render(std::slice::from_ref(&result)));
+        eprintln!("results: {}", crate::results::RunResult::path_in(&cfg.results_dir, &cfg.run_id).display());
+        if stop.load(Ordering::Relaxed) {
+            return Err(crate::cli::Interrupted.into());
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_durations_parse_or_say_why_not() {
+        assert_eq!(parse_steps("1k,2.5k,1M").unwrap(), vec![1000, 2500, 1_000_000]);
+        assert!(parse_steps("1k,abc").unwrap_err().contains("abc"));
+        assert!(parse_steps("2k,1k").unwrap_err().contains("increase"));
+        assert!(parse_steps("").is_err());
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(default_steps(2)[0], 1_000);
+        assert_eq!(default_steps(8)[0], 10_000);
+    }
+}

@@ -1,0 +1,229 @@
+//! The load generator's producer: readings for every point once per
+//! interval, spread evenly across it, plus a lag canary every 2 s.
+//!
+//! Point `p` of `N` is due at `interval_start + p * interval / N`. Time is cut
+//! into slots (10 ms, or longer when few points are due); each slot's points
+//! are a contiguous tag range, so one `sample` call into the value model and
+//! one `encode` call into the adapter serve the whole slot. The producer runs
+//! on its own thread (it owns the plugin instances) and hands batches to the
+//! transport's bounded channels; when they are full it waits, and that wait
+//! is measured as "behind schedule" rather than buffered in memory.
+//!
+//! Each reading's payload ts is its scheduled time, so acknowledgements and
+//! stored rows are compared per second of the schedule.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use plugin_runtime::types::Readings;
+use plugin_runtime::{PluginError, TargetAdapter, ValueModel};
+use tokio::sync::mpsc;
+
+use crate::transport::{Batch, Carries, Message};
+
+pub const CANARY_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Points 0..points report.
+    pub points: u32,
+    pub interval: Duration,
+    pub seed: u64,
+    /// How long to offer load.
+    pub duration: Duration,
+    /// Sample period of the value model (sample index = ts / period).
+    pub sample_period_ms: u64,
+    /// First canary sequence number to use (continues across steps).
+    pub first_canary_seq: u64,
+}
+
+/// Live view of the producer, for progress lines and samples.
+#[derive(Debug, Default)]
+pub struct ProducerLive {
+    pub readings_offered: AtomicU64,
+    pub behind_ms: AtomicU64,
+    /// Canaries sent: (seq, ts_ms).
+    pub canaries: Mutex<Vec<(u64, i64)>>,
+}
+
+#[derive(Debug)]
+pub struct ProducerReport {
+    pub readings_offered: u64,
+    pub slots: u64,
+    pub behind_max_s: f64,
+    pub behind_p95_s: f64,
+    /// Wall-clock window of offered payload ts, ms since the epoch: [start, end).
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub next_canary_seq: u64,
+    pub stopped_early: bool,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Plugins travel into the producer thread and back.
+pub struct Plugins {
+    pub model: ValueModel,
+    pub adapter: TargetAdapter,
+}
+
+/// Run the producer on the calling thread until `spec.duration` is over or
+/// `stop` is set. `addresses[tag]` is where readings of `tag` go.
+pub fn produce(
+    plugins: &mut Plugins,
+    spec: &LoadSpec,
+    addresses: &[Arc<str>],
+    canary_address_hint: Option<Arc<str>>,
+    senders: &[mpsc::Sender<Batch>],
+    live: &ProducerLive,
+    stop: &AtomicBool,
+) -> Result<ProducerReport, PluginError> {
+    let n = spec.points.max(1) as u64;
+    let interval_ms = spec.interval.as_millis().max(1) as u64;
+    // Aim for slots of 10 ms, but no smaller than needed for ~1 reading each
+    // and never longer than 250 ms (a canary must not wait long).
+    let per_ms = n as f64 / interval_ms as f64;
+    let slot_ms = ((1.0 / per_ms).ceil() as u64).clamp(10, 250).min(interval_ms);
+    let slots_per_interval = interval_ms.div_ceil(slot_ms);
+    let conns = senders.len().max(1) as u64;
+
+    let start_wall = now_ms();
+    // Start on a whole second (at least 200 ms ahead), so per-second windows
+    // of payload ts cover whole seconds of load.
+    let start_ms = (start_wall + 200).div_euclid(1000) * 1000 + 1000;
+    let start_instant = Instant::now() + Duration::from_millis((start_ms - start_wall) as u64);
+    let end_ms = start_ms + spec.duration.as_millis() as i64;
+
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000, 2).unwrap();
+    let mut behind_max_ms = 0u64;
+    let mut canary_seq = spec.first_canary_seq;
+    let mut next_canary = start_instant;
+    let mut offered = 0u64;
+    let mut slots = 0u64;
+    let mut stopped_early = false;
+    let mut batches: Vec<Batch> = (0..conns).map(|_| Vec::new()).collect();
+
+    'outer: for k in 0.. {
+        let interval_start_ms = start_ms + (k * interval_ms) as i64;
+        if interval_start_ms >= end_ms {
+            break;
+        }
+        let sample = (interval_start_ms as u64) / spec.sample_period_ms.max(1);
+        for j in 0..slots_per_interval {
+            if stop.load(Ordering::Relaxed) {
+                stopped_early = true;
+                break 'outer;
+            }
+            let slot_start_ms = interval_start_ms + (j * slot_ms) as i64;
+            if slot_start_ms >= end_ms {
+                break 'outer;
+            }
+            let due = start_instant + Duration::from_millis((slot_start_ms - start_ms) as u64);
+            let now = Instant::now();
+            if now < due {
+                std::thread::sleep(due - now);
+            } else {
+                let late = (now - due).as_millis() as u64;
+                behind_max_ms = behind_max_ms.max(late);
+                live.behind_ms.store(late, Ordering::Relaxed);
+                let _ = hist.record(late.max(1));
+            }
+            slots += 1;
+
+            // Points due in this slot: offsets in [j*slot, (j+1)*slot).
+            let lo_off = j * slot_ms;
+            let hi_off = ((j + 1) * slot_ms).min(interval_ms);
+            let first = (lo_off * n).div_ceil(interval_ms);
+            let last = (hi_off * n).div_ceil(interval_ms).min(n);
+            if last > first {
+                let count = (last - first) as u32;
+                let values = plugins.model.sample(spec.seed, first as u32, count, sample)?;
+                let points: Vec<u32> = (first as u32..last as u32).collect();
+                let ts_ms: Vec<i64> =
+                    (first..last).map(|p| interval_start_ms + ((p * interval_ms) / n) as i64).collect();
+                let readings = Readings { points, values, ts_ms };
+                let enc = plugins.adapter.encode(&readings)?;
+                let payload = Bytes::from(enc.payload);
+                let mut begin = 0usize;
+                let mut reading_idx = 0usize;
+                for i in 0..enc.ends.len() {
+                    let end = enc.ends[i] as usize;
+                    let carries = enc.carries.get(i).copied().unwrap_or(1);
+                    let r = reading_idx.min(readings.points.len().saturating_sub(1));
+                    let tag = readings.points[r];
+                    let ts_s = readings.ts_ms[r].div_euclid(1000);
+                    let address = addresses[enc.address_of[i] as usize].clone();
+                    batches[(tag as u64 % conns) as usize].push(Message {
+                        address,
+                        payload: payload.slice(begin..end),
+                        carries: Carries::Readings { n: carries, ts_s },
+                    });
+                    begin = end;
+                    reading_idx += carries as usize;
+                }
+                offered += count as u64;
+                live.readings_offered.fetch_add(count as u64, Ordering::Relaxed);
+            }
+
+            // The canary rides the same connections and queues as the load.
+            if Instant::now() >= next_canary {
+                let ts = now_ms();
+                let m = plugins.adapter.canary(canary_seq, ts)?;
+                let address: Arc<str> = match &canary_address_hint {
+                    Some(a) if a.as_ref() == m.address => a.clone(),
+                    _ => Arc::from(m.address.as_str()),
+                };
+                batches[0].push(Message { address, payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } });
+                live.canaries.lock().unwrap().push((canary_seq, ts));
+                canary_seq += 1;
+                next_canary += CANARY_EVERY;
+            }
+
+            for (c, batch) in batches.iter_mut().enumerate() {
+                if !batch.is_empty() {
+                    let b = std::mem::take(batch);
+                    if senders[c].blocking_send(b).is_err() {
+                        stopped_early = true;
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+
+    // A last canary after the last reading: once it is stored, everything
+    // sent before it on connection 0 has passed the same queue.
+    if !stopped_early {
+        let ts = now_ms();
+        let m = plugins.adapter.canary(canary_seq, ts)?;
+        let batch = vec![Message { address: Arc::from(m.address.as_str()), payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } }];
+        if senders[0].blocking_send(batch).is_ok() {
+            live.canaries.lock().unwrap().push((canary_seq, ts));
+            canary_seq += 1;
+        }
+    }
+
+    Ok(ProducerReport {
+        readings_offered: offered,
+        slots,
+        behind_max_s: behind_max_ms as f64 / 1e3,
+        behind_p95_s: if hist.is_empty() { 0.0 } else { hist.value_at_quantile(0.95) as f64 / 1e3 },
+        start_ms,
+        end_ms: if stopped_early { now_ms().min(end_ms) } else { end_ms },
+        next_canary_seq: canary_seq,
+        stopped_early,
+    })
+}
+
+/// Send topology messages for new points through the transport and count them.
+pub fn topology_messages(adapter: &mut TargetAdapter, new_points: &[plugin_runtime::types::TagInfo]) -> Result<Vec<Message>, PluginError> {
+    Ok(adapter
+        .topology(new_points)?
+        .into_iter()
+        .map(|m| Message { address: Arc::from(m.address.as_str()), payload: Bytes::from(m.payload), carries: Carries::Topology })
+        .collect())
+}

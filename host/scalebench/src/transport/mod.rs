@@ -1,0 +1,71 @@
+//! Transports: how encoded messages reach the system under test, and how
+//! their acknowledgements are counted. MQTT first; NATS JetStream and HTTP
+//! ingest fit beside it with the same shape: a set of connections fed by
+//! bounded channels of [`Batch`]es, acknowledgements counted per second of
+//! payload ts, and memory bounded by channel capacity + in-flight window.
+
+pub mod mqtt;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// What a message carries, for accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carries {
+    /// `n` readings whose payload ts falls in second `ts_s` (Unix seconds).
+    Readings { n: u32, ts_s: i64 },
+    /// Lag canary number `seq`.
+    Canary { seq: u64 },
+    /// Topology (equip / point tags).
+    Topology,
+}
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub address: Arc<str>,
+    pub payload: Bytes,
+    pub carries: Carries,
+}
+
+/// Messages for one connection, sent together.
+pub type Batch = Vec<Message>;
+
+/// Acknowledgement counts of a transport, merged over its connections.
+#[derive(Debug, Clone, Default)]
+pub struct AckCounts {
+    /// Messages handed to the client library.
+    pub published: u64,
+    /// Messages acknowledged (readings, canaries and topology).
+    pub acked_msgs: u64,
+    /// Readings acknowledged, by second of payload ts.
+    pub acked_by_second: BTreeMap<i64, u64>,
+    pub readings_published: u64,
+    pub readings_acked: u64,
+    pub topology_acked: u64,
+    pub canaries_acked: u64,
+    pub errors: u64,
+    /// The first few distinct error messages.
+    pub error_samples: Vec<String>,
+}
+
+impl AckCounts {
+    pub fn merge(&mut self, o: &AckCounts) {
+        self.published += o.published;
+        self.acked_msgs += o.acked_msgs;
+        for (s, n) in &o.acked_by_second {
+            *self.acked_by_second.entry(*s).or_default() += n;
+        }
+        self.readings_published += o.readings_published;
+        self.readings_acked += o.readings_acked;
+        self.topology_acked += o.topology_acked;
+        self.canaries_acked += o.canaries_acked;
+        self.errors += o.errors;
+        for e in &o.error_samples {
+            if self.error_samples.len() < 5 && !self.error_samples.contains(e) {
+                self.error_samples.push(e.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The pass rules of a step (seed 000), in one place.
+//!
+//! A step passes only if the system under test kept up:
+//! - no data loss: stored ≥ 99 % of acked, overall and in every second of
+//!   payload ts; no lost canaries; broker drops 0;
+//! - no growing backlog: lag's last-third median − first-third median ≤ 10 s,
+//!   and p95 lag < 30 s;
+//! - responsive: every probe answered, passed its check, within budget;
+//! - graceful: no service restarted, died or was OOM-killed.
+//!
+//! A step that could not be measured fairly is inconclusive, not failed:
+//! the generator offered < 99 % of the target rate, or the disk ran low.
+//! A SUT failure outranks an inconclusive reason (data lost is data lost).
+
+use crate::results::{Status, StepResult};
+
+pub const MIN_STORED_RATIO: f64 = 0.99;
+pub const MIN_OFFERED_RATIO: f64 = 0.99;
+pub const MAX_P95_LAG_S: f64 = 30.0;
+pub const MAX_LAG_GROWTH_S: f64 = 10.0;
+
+/// Conditions outside the step's own metrics.
+#[derive(Debug, Default, Clone)]
+pub struct Context {
+    pub interrupted: bool,
+    pub disk_low: Option<String>,
+    /// A problem that stopped the step early (e.g. a plugin error).
+    pub aborted: Option<String>,
+}
+
+/// Decide status and reasons; reasons are ordered most important first.
+pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
+    let mut fail = Vec::new();
+    let mut inconclusive = Vec::new();
+
+    if let Some(why) = &ctx.aborted {
+        inconclusive.push(format!("step aborted: {why}"));
+    }
+    let i = &step.ingest;
+    if i.acked > 0 && i.stored_ratio < MIN_STORED_RATIO {
+        fail.push(format!(
+            "data loss: stored {:.2}% of acked ({} of {}, {} missing)",
+            i.stored_ratio * 100.0,
+            i.stored,
+            i.acked,
+            i.acked.saturating_sub(i.stored)
+        ));
+    } else if i.short_seconds_count > 0 {
+        fail.push(format!("data loss: {} second(s) stored < 99% of acked", i.short_seconds_count));
+    }
+    if step.lag.lost > 0 {
+        fail.push(format!("{} lost canaries (not stored in time)", step.lag.lost));
+    }
+    if i.broker_dropped_delta > 0.0 {
+        fail.push(format!("broker dropped {} messages (a subscriber's queue overflowed)", i.broker_dropped_delta));
+    }
+    if let Some(p95) = step.lag.p95_s {
+        if p95 >= MAX_P95_LAG_S {
+            fail.push(format!("p95 lag {p95:.1} s (limit {MAX_P95_LAG_S} s)"));
+        }
+    }
+    if let (Some(a), Some(b)) = (step.lag.first_third_median_s, step.lag.last_third_median_s) {
+        if b - a > MAX_LAG_GROWTH_S {
+            fail.push(format!("growing backlog: lag median {a:.1} s -> {b:.1} s over the soak"));
+        }
+    }
+    for p in &step.probes {
+        if !p.ok {
+            fail.push(format!("probe {}: {}", p.name, p.error.clone().unwrap_or_else(|| "failed".into())));
+        }
+    }
+    for (svc, h) in &step.containers {
+        if h.restarts > 0 || h.oom_kills > 0 || h.state != "running" {
+            fail.push(format!("{svc}: {} (restarts {}, OOM kills {})", h.state, h.restarts, h.oom_kills));
+        }
+    }
+
+    if step.target_rps > 0.0 && step.generator.offered_ratio < MIN_OFFERED_RATIO {
+        inconclusive.push(format!(
+            "generator offered {:.1}% of the target rate ({:.0} of {:.0} readings/s): a generator limit, not the SUT's",
+            step.generator.offered_ratio * 100.0,
+            step.generator.achieved_rps,
+            step.target_rps
+        ));
+    }
+    if let Some(d) = &ctx.disk_low {
+        inconclusive.push(format!("disk low: {d}"));
+    }
+
+    let status = if ctx.interrupted {
+        Status::Interrupted
+    } else if !fail.is_empty() {
+        Status::Fail
+    } else if !inconclusive.is_empty() {
+        Status::Inconclusive
+    } else {
+        Status::Pass
+    };
+    let mut reasons = Vec::new();
+    if ctx.interrupted {
+        reasons.push("interrupted (Ctrl-C): measured so far, not judged".into());
+    }
+    reasons.extend(fail);
+    reasons.extend(inconclusive);
+    (status, reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::*;
+
+    fn good() -> StepResult {
+        StepResult {
+            points: 1000,
+            status: Status::Pass,
+            reasons: vec![],
+            target_rps: 200.0,
+            started_utc: String::new(),
+            duration_s: 30.0,
+            generator: Generator { achieved_rps: 200.0, offered_ratio: 1.0, ..Default::default() },
+            ingest: Ingest { acked: 6000, stored: 6000, stored_ratio: 1.0, ..Default::default() },
+            lag: Lag { canaries_sent: 15, p95_s: Some(0.3), first_third_median_s: Some(0.2), last_third_median_s: Some(0.25), ..Default::default() },
+            broker: Default::default(),
+            resources: Default::default(),
+            containers: Default::default(),
+            samples: vec![],
+            probes: vec![],
+            db: Default::default(),
+            durability: Default::default(),
+            topology: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_clean_step_passes() {
+        assert_eq!(decide(&good(), &Context::default()).0, Status::Pass);
+    }
+
+    #[test]
+    fn each_rule_fails_the_step_with_its_reason() {
+        let cases: Vec<(Box<dyn Fn(&mut StepResult)>, &str)> = vec![
+            (Box::new(|s| { s.ingest.stored = 5880; s.ingest.stored_ratio = 0.98; }), "data loss"),
+            (Box::new(|s| s.ingest.short_seconds_count = 2), "second(s)"),
+            (Box::new(|s| s.lag.lost = 1), "lost canaries"),
+            (Box::new(|s| s.ingest.broker_dropped_delta = 935.0), "broker dropped"),
+            (Box::new(|s| s.lag.p95_s = Some(31.0)), "p95 lag"),
+            (Box::new(|s| { s.lag.first_third_median_s = Some(1.0); s.lag.last_third_median_s = Some(12.0); }), "growing backlog"),
+            (Box::new(|s| s.probes.push(ProbeResult { name: "latest-all".into(), ok: false, error: Some("over budget".into()), ..Default::default() })), "probe latest-all"),
+            (Box::new(|s| { s.containers.insert("reference-historian".into(), ServiceHealth { state: "exited".into(), ..Default::default() }); }), "reference-historian"),
+        ];
+        for (change, want) in cases {
+            let mut s = good();
+            change(&mut s);
+            let (status, reasons) = decide(&s, &Context::default());
+            assert_eq!(status, Status::Fail, "{want}");
+            assert!(reasons[0].contains(want), "{reasons:?} should mention {want}");
+        }
+    }
+
+    #[test]
+    fn a_generator_limit_is_inconclusive_not_a_failure() {
+        let mut s = good();
+        s.generator.offered_ratio = 0.9;
+        let (status, reasons) = decide(&s, &Context::default());
+        assert_eq!(status, Status::Inconclusive);
+        assert!(reasons[0].contains("generator offered 90.0%"));
+        let (status, _) = decide(&good(), &Context { disk_low: Some("0.5 GB free".into()), ..Default::default() });
+        assert_eq!(status, Status::Inconclusive);
+        // Data loss outranks a generator limit.
+        s.ingest.stored_ratio = 0.5;
+        assert_eq!(decide(&s, &Context::default()).0, Status::Fail);
+    }
+
+    #[test]
+    fn interrupted_steps_are_not_judged() {
+        let (status, reasons) = decide(&good(), &Context { interrupted: true, ..Default::default() });
+        assert_eq!(status, Status::Interrupted);
+        assert!(reasons[0].contains("interrupted"));
+    }
+}
