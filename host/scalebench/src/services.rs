@@ -48,8 +48,9 @@
 //!   ([`StackServices::timings`], the last [`TIMING_LOG_LEN`]).
 //!
 //! The `postgres` crate is synchronous and runs its own small runtime: call
-//! these methods from plain threads (or `spawn_blocking`), never from inside
-//! an async task, and do not drop a `StackServices` inside one.
+//! the SQL methods from plain threads (or `spawn_blocking`), never from inside
+//! an async task. Dropping a `StackServices` anywhere is fine: its
+//! connections are closed on a thread of their own.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::error::Error as StdError;
@@ -721,6 +722,16 @@ pub fn date_text(days: i32) -> String {
     }
 }
 
+impl Drop for StackServices {
+    /// The sync `postgres` client shuts its connection down by blocking on a
+    /// runtime of its own, which panics inside an async context: the last
+    /// reference may be dropped there, so close connections on a plain thread.
+    fn drop(&mut self) {
+        let conns: Vec<Conn> = self.conns.drain().chain(self.ping_conns.drain()).map(|(_, c)| c).collect();
+        let _ = std::thread::spawn(move || drop(conns)).join();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -801,15 +812,5 @@ mod tests {
         assert!(s.timed_http("p", &req).0.unwrap_err().contains("Host"));
         assert!(StackServices::new(BTreeMap::new(), [("a".to_string(), "https://x".to_string())].into()).is_err());
         assert!(StackServices::new(BTreeMap::new(), [("a".to_string(), "http://u@x".to_string())].into()).is_err());
-    }
-}
-
-impl Drop for StackServices {
-    /// The sync `postgres` client shuts its connection down by blocking on a
-    /// runtime of its own, which panics inside an async context: the last
-    /// reference may be dropped there, so close connections on a plain thread.
-    fn drop(&mut self) {
-        let conns: Vec<Conn> = self.conns.drain().chain(self.ping_conns.drain()).map(|(_, c)| c).collect();
-        let _ = std::thread::spawn(move || drop(conns)).join();
     }
 }
