@@ -35,6 +35,11 @@ pub enum Command {
     Plugins(PluginsArgs),
     /// Run the load ladder against a stack and report the ceiling.
     Run(Box<RunArgs>),
+    /// Benchmarks that print figures (the generator's own ceiling).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
     /// Print the results table of one or more ladder result files.
     Table {
         /// results/<run-id>-ladder.json files.
@@ -47,6 +52,30 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Acked msgs/s, CPU per acked message and peak RSS of the generator
+    /// against a bare local mosquitto, beside a plain rumqttc publisher.
+    Generator(GeneratorBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GeneratorBenchArgs {
+    #[arg(long, default_value = "100k")]
+    pub points: String,
+    /// Short enough that the target rate is above what the machine can ack.
+    #[arg(long, default_value = "500ms")]
+    pub interval: String,
+    #[arg(long, default_value_t = 15.0)]
+    pub seconds: f64,
+    #[arg(long, default_value_t = 4)]
+    pub connections: u32,
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
+    #[arg(long, default_value = "baler")]
+    pub target: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -61,7 +61,13 @@ fn ladder_args(dir: &Path, extra: &[&str]) -> Vec<String> {
     a.extend(["--results-dir".into(), dir.join("results").display().to_string()]);
     a.extend(["--run-dir".into(), dir.join("stack").display().to_string()]);
     a.extend(["--base-port".into(), free_base_port().to_string()]);
-    a.extend(extra.iter().map(|s| s.to_string()));
+    // `extra` is flag/value pairs; a flag already present gets the new value.
+    for pair in extra.chunks(2) {
+        match a.iter().position(|x| x == pair[0]) {
+            Some(i) if pair.len() == 2 => a[i + 1] = pair[1].to_string(),
+            _ => a.extend(pair.iter().map(|s| s.to_string())),
+        }
+    }
     a
 }
 
@@ -216,11 +222,7 @@ fn a_postgres_that_refuses_connections_is_a_clear_error() {
 fn ctrl_c_during_a_soak_keeps_finished_steps_and_leaves_no_process() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let mut args = ladder_args(dir.path(), &[]);
-    let i = args.iter().position(|a| a == "--steps").unwrap();
-    args[i + 1] = "100,200".into();
-    let j = args.iter().position(|a| a == "--soak").unwrap();
-    args[j + 1] = "6s".into();
+    let args = ladder_args(dir.path(), &["--steps", "100,200", "--soak", "6s"]);
     let mut child = Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     // Wait until step 2 has started, then Ctrl-C.
     let results = dir.path().join("results");

@@ -5,3 +5,4 @@ pub mod gen_bench;
 pub mod plugins;
 pub mod run;
 pub mod table;
+pub mod bench;

@@ -1,0 +1,215 @@
+//! `scalebench bench generator`: the load generator's own ceiling on this
+//! machine, against a bare local mosquitto (no subscriber, no database):
+//! acknowledged messages per second, generator CPU per acknowledged message,
+//! and peak RSS, for scalebench's paced generator (value model + adapter in
+//! WebAssembly, bounded channels) and, in the same run, for a plain rumqttc
+//! publisher with pre-built payloads and no pacing, as the baseline.
+//!
+//! A benchmark prints figures; it asserts nothing.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use plugin_runtime::{NoServices, TargetAdapter, ValueModel};
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+
+use crate::cli::{GeneratorBenchArgs, PluginOptions};
+use crate::commands::gen_bench::group;
+use crate::hardware;
+use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive};
+use crate::transport::mqtt::{MqttConfig, MqttTransport};
+
+struct Mosquitto {
+    child: Child,
+    _dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_mosquitto() -> anyhow::Result<Mosquitto> {
+    let port = local_stack::guard::pick_free_ports(1)?[0];
+    let dir = tempfile::tempdir()?;
+    let conf = dir.path().join("mosquitto.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 0\nlog_dest none\n"
+        ),
+    )?;
+    let bin = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].iter().find(|p| std::path::Path::new(p).exists()).copied().unwrap_or("mosquitto");
+    let child = Command::new(bin)
+        .arg("-c")
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start mosquitto\nhint: run scripts/setup.sh (or apt-get install mosquitto)")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "mosquitto did not listen on {port} within 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(Mosquitto { child, _dir: dir, port })
+}
+
+/// Reset the kernel's peak-RSS mark of this process (Linux `clear_refs` 5).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+struct Figures {
+    acked: u64,
+    wall_s: f64,
+    cpu_s: f64,
+    peak_rss: u64,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.acked as f64 / self.wall_s
+    }
+    fn cpu_us(&self) -> f64 {
+        self.cpu_s * 1e6 / self.acked.max(1) as f64
+    }
+}
+
+/// Plain rumqttc: pre-built payloads, QoS 1 retained, as fast as it goes.
+async fn plain_publisher(port: u16, connections: u32, seconds: f64, payload: Vec<u8>) -> Figures {
+    reset_peak_rss();
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = hardware::self_cpu_seconds();
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let mut o = MqttOptions::new(format!("plain-{}-{c}", std::process::id()), "127.0.0.1", port);
+        o.set_inflight(1000);
+        o.set_request_channel_capacity(1024);
+        let (client, mut ev) = AsyncClient::new(o, 1024);
+        let (a, s) = (acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            while !s.load(Ordering::Relaxed) {
+                match ev.poll().await {
+                    Ok(Event::Incoming(Packet::PubAck(_))) => {
+                        a.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }));
+        let (s, p) = (stop.clone(), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            let topics: Vec<String> = (0..1000).map(|e| format!("fbf/scale/s0/e{e}/temp1")).collect();
+            while !s.load(Ordering::Relaxed) {
+                if client.publish(topics[(i % 1000) as usize].clone(), QoS::AtLeastOnce, true, p.clone()).await.is_err() {
+                    break;
+                }
+                i += 1;
+            }
+            let _ = client.try_disconnect();
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    let n = acked.load(Ordering::Relaxed);
+    let wall_s = t0.elapsed().as_secs_f64();
+    let cpu_s = hardware::self_cpu_seconds() - cpu0;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.abort();
+    }
+    Figures { acked: n, wall_s, cpu_s, peak_rss: hardware::self_peak_rss_bytes() }
+}
+
+pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()> {
+    let points = crate::commands::run::parse_points(&args.points).map_err(|e| crate::cli::UsageError(e))?;
+    let interval = crate::commands::run::parse_duration(&args.interval).map_err(|e| crate::cli::UsageError(e))?;
+    let seconds = args.seconds.max(1.0);
+    let broker = start_mosquitto()?;
+    eprintln!("bench generator: bare mosquitto on 127.0.0.1:{}, {} points every {:?} (target {}/s), {} connections, {seconds} s per arm",
+        broker.port, group(points), interval, group((points as f64 / interval.as_secs_f64()) as u64), args.connections);
+
+    // scalebench's generator: model + adapter in WebAssembly, paced, bounded.
+    let rt = crate::catalog::runtime(opts)?;
+    let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
+    model.configure("{}")?;
+    let period = model.sample_period_ms()?;
+    let mut adapter = TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, &args.target)?, Arc::new(NoServices))?;
+    adapter.configure("{}")?;
+    let tags = model.tags(1, 0, points as u32)?;
+    let addresses: Vec<Arc<str>> = adapter.addresses(&tags)?.into_iter().map(|a| Arc::from(a.as_str())).collect();
+    drop(tags);
+    let sample_payload = {
+        let r = plugin_runtime::types::Readings { points: vec![0], values: vec![21.5], ts_ms: vec![loadgen::now_ms()] };
+        adapter.encode(&r)?.payload
+    };
+
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let plain = tokio_rt.block_on(plain_publisher(broker.port, args.connections, seconds, sample_payload));
+
+    reset_peak_rss();
+    let ours = tokio_rt.block_on(async {
+        let mut cfg = MqttConfig::new("127.0.0.1", broker.port);
+        cfg.connections = args.connections;
+        let transport = MqttTransport::start(&cfg);
+        let senders = transport.senders();
+        let live = Arc::new(ProducerLive::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let spec = LoadSpec {
+            points: points as u32,
+            interval,
+            seed: 1,
+            duration: Duration::from_secs_f64(seconds),
+            sample_period_ms: period,
+            first_canary_seq: 0,
+        };
+        let cpu0 = hardware::self_cpu_seconds();
+        let t0 = Instant::now();
+        let producer = {
+            let (live, stop) = (live.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut plugins = Plugins { model, adapter };
+                loadgen::produce(&mut plugins, &spec, &addresses, None, &senders, &live, &stop).map(|r| r.readings_offered)
+            })
+        };
+        while !producer.is_finished() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let acked_at_end = transport.live.readings_acked.load(Ordering::Relaxed);
+        let wall_s = t0.elapsed().as_secs_f64();
+        let cpu_s = hardware::self_cpu_seconds() - cpu0;
+        let offered = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))??;
+        let _ = transport.finish(Duration::from_secs(5)).await;
+        anyhow::Ok((Figures { acked: acked_at_end, wall_s, cpu_s, peak_rss: hardware::self_peak_rss_bytes() }, offered))
+    })?;
+    let (ours, offered) = ours;
+
+    println!("generator ceiling, bare mosquitto, {} connections, {seconds} s per arm, nproc {}", args.connections, hardware::nproc());
+    println!("{:<34} {:>14} {:>16} {:>14}", "", "acked msgs/s", "CPU us/acked", "peak RSS MB");
+    println!("{:<34} {:>14} {:>16.2} {:>14.1}", "plain rumqttc (baseline)", group(plain.rate() as u64), plain.cpu_us(), plain.peak_rss as f64 / 1e6);
+    println!(
+        "{:<34} {:>14} {:>16.2} {:>14.1}",
+        format!("scalebench generator ({} pts)", group(points)),
+        group(ours.rate() as u64),
+        ours.cpu_us(),
+        ours.peak_rss as f64 / 1e6
+    );
+    println!(
+        "ratio scalebench/baseline: {:.2} (rate), {:.2} (CPU per ack); offered {} readings, {} acked in the window. Goals: <= 2 us CPU per acked message, <= 150 MB RSS at 100k points.",
+        ours.rate() / plain.rate().max(1.0),
+        ours.cpu_us() / plain.cpu_us().max(1e-9),
+        group(offered),
+        group(ours.acked)
+    );
+    Ok(())
+}
