@@ -5,6 +5,7 @@
 //! payload ts, and memory bounded by channel capacity + in-flight window.
 
 pub mod mqtt;
+pub mod mqtt_wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,6 +40,10 @@ pub struct AckCounts {
     pub published: u64,
     /// Messages acknowledged (readings, canaries and topology).
     pub acked_msgs: u64,
+    /// Messages written to a connection that later broke before their ack.
+    pub lost_in_flight: u64,
+    /// Messages written (QoS 1), for the drain wait.
+    pub queued: u64,
     /// Readings acknowledged, by second of payload ts.
     pub acked_by_second: BTreeMap<i64, u64>,
     pub readings_published: u64,
@@ -54,6 +59,8 @@ impl AckCounts {
     pub fn merge(&mut self, o: &AckCounts) {
         self.published += o.published;
         self.acked_msgs += o.acked_msgs;
+        self.lost_in_flight += o.lost_in_flight;
+        self.queued += o.queued;
         for (s, n) in &o.acked_by_second {
             *self.acked_by_second.entry(*s).or_default() += n;
         }

@@ -1,24 +1,27 @@
-//! MQTT transport (rumqttc): `connections` client connections, QoS 1, each
-//! fed by a bounded channel. PUBACKs are matched to what each message carried:
-//! the event loop reports the packet id it gives each outgoing publish in the
-//! order publishes were queued, so a FIFO of "what was queued" per connection
-//! maps packet ids to payload seconds; a PUBACK for that id counts them.
+//! MQTT transport: `connections` publisher connections, QoS 1 (or 0), each
+//! fed by a bounded channel of batches. A connection writes a whole batch of
+//! PUBLISH packets with one syscall (`mqtt_wire`) and reads PUBACKs on a
+//! task of its own; each packet id maps to what its message carried, so a
+//! PUBACK counts readings per second of payload ts.
 //!
 //! Memory stays bounded: a connection holds at most `channel_batches`
-//! batches, the client's request channel and `inflight` unacknowledged
-//! publishes. When they are full the producer waits, and that wait shows as
-//! "behind schedule" instead of as memory (seed 002 saw a client that
-//! buffered ahead of its socket climb to 706 MB).
+//! batches and `inflight` unacknowledged publishes. When they are full the
+//! producer waits, and that wait shows as "behind schedule" instead of as
+//! memory (seed 002 saw a client that buffered ahead of its socket climb to
+//! 706 MB). A connection that drops is re-established; publishes that were
+//! in flight on it are never counted as acknowledged.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
+use super::mqtt_wire::{self, Incoming};
 use super::{AckCounts, Batch, Carries};
 
 #[derive(Debug, Clone)]
@@ -34,6 +37,7 @@ pub struct MqttConfig {
     /// Unacknowledged publishes per connection.
     pub inflight: u16,
     pub channel_batches: usize,
+    pub keep_alive: Duration,
 }
 
 impl MqttConfig {
@@ -47,29 +51,9 @@ impl MqttConfig {
             connections: 4,
             qos: 1,
             retain: true,
-            inflight: 1000,
+            inflight: 4096,
             channel_batches: 4,
-        }
-    }
-
-    fn options(&self, id: String) -> MqttOptions {
-        let mut o = MqttOptions::new(id, self.host.clone(), self.port);
-        o.set_keep_alive(Duration::from_secs(30));
-        o.set_clean_session(true);
-        o.set_inflight(self.inflight);
-        o.set_max_packet_size(1 << 20, 1 << 20);
-        o.set_request_channel_capacity(1024);
-        if let (Some(u), Some(p)) = (&self.username, &self.password) {
-            o.set_credentials(u.clone(), p.clone());
-        }
-        o
-    }
-
-    fn qos(&self) -> QoS {
-        match self.qos {
-            0 => QoS::AtMostOnce,
-            2 => QoS::ExactlyOnce,
-            _ => QoS::AtLeastOnce,
+            keep_alive: Duration::from_secs(30),
         }
     }
 }
@@ -80,32 +64,56 @@ pub enum MqttError {
     Connect { addr: String, detail: String },
 }
 
-/// Connect once and wait for CONNACK: a clear error before any ladder starts.
-pub async fn check_reachable(cfg: &MqttConfig, timeout: Duration) -> Result<(), MqttError> {
+/// Open a connection and wait for CONNACK.
+async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(OwnedReadHalf, OwnedWriteHalf, Vec<u8>), MqttError> {
     let addr = format!("{}:{}", cfg.host, cfg.port);
-    let (client, mut ev) = AsyncClient::new(cfg.options(format!("{}-check", cfg.client_id_prefix)), 10);
-    let res = tokio::time::timeout(timeout, async {
+    let err = |detail: String| MqttError::Connect { addr: addr.clone(), detail };
+    let fut = async {
+        let stream = TcpStream::connect((cfg.host.as_str(), cfg.port)).await.map_err(|e| err(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (mut rd, mut wr) = stream.into_split();
+        let mut buf = Vec::new();
+        mqtt_wire::connect(&mut buf, client_id, cfg.keep_alive.as_secs() as u16, true, cfg.username.as_deref(), cfg.password.as_deref());
+        wr.write_all(&buf).await.map_err(|e| err(e.to_string()))?;
+        let mut acc = Vec::with_capacity(64);
+        let mut chunk = [0u8; 64];
         loop {
-            match ev.poll().await {
-                Ok(Event::Incoming(Packet::ConnAck(ack))) => {
-                    return if ack.code == rumqttc::ConnectReturnCode::Success {
-                        Ok(())
-                    } else {
-                        Err(format!("the broker refused the connection: {:?}", ack.code))
-                    };
-                }
-                Ok(_) => {}
-                Err(e) => return Err(e.to_string()),
+            let n = rd.read(&mut chunk).await.map_err(|e| err(e.to_string()))?;
+            if n == 0 {
+                return Err(err("the broker closed the connection before CONNACK".into()));
+            }
+            acc.extend_from_slice(&chunk[..n]);
+            if let Some((packet, used)) = mqtt_wire::decode(&acc).map_err(err)? {
+                acc.drain(..used);
+                return match packet {
+                    Incoming::ConnAck { return_code: 0 } => Ok((rd, wr, acc)),
+                    Incoming::ConnAck { return_code } => Err(err(format!(
+                        "the broker refused the connection (CONNACK return code {return_code}: {})",
+                        match return_code {
+                            1 => "unacceptable protocol version",
+                            2 => "client id rejected",
+                            3 => "server unavailable",
+                            4 => "bad user name or password",
+                            5 => "not authorised",
+                            _ => "unknown",
+                        }
+                    ))),
+                    other => Err(err(format!("expected CONNACK, got {other:?}"))),
+                };
             }
         }
-    })
-    .await;
-    let _ = client.disconnect().await;
-    match res {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(detail)) => Err(MqttError::Connect { addr, detail }),
-        Err(_) => Err(MqttError::Connect { addr, detail: format!("no CONNACK within {timeout:?}") }),
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(err(format!("no CONNACK within {timeout:?}"))),
     }
+}
+
+/// Connect once and wait for CONNACK: a clear error before any ladder starts.
+pub async fn check_reachable(cfg: &MqttConfig, timeout: Duration) -> Result<(), MqttError> {
+    let (_, mut wr, _) = open(cfg, &format!("{}-check", cfg.client_id_prefix), timeout).await?;
+    let _ = wr.write_all(&mqtt_wire::DISCONNECT).await;
+    Ok(())
 }
 
 /// Live counters the progress line and samples read without stopping anything.
@@ -117,46 +125,79 @@ pub struct Live {
     pub connected: AtomicU64,
 }
 
+/// Packet id -> what that publish carried, for publishes awaiting PUBACK.
+struct Inflight {
+    slots: Vec<Option<Carries>>,
+    next: u16,
+    count: usize,
+}
+
+impl Inflight {
+    fn new() -> Inflight {
+        Inflight { slots: vec![None; 65_536], next: 1, count: 0 }
+    }
+    fn insert(&mut self, c: Carries) -> u16 {
+        loop {
+            let id = self.next;
+            self.next = self.next.wrapping_add(1).max(1);
+            if self.slots[id as usize].is_none() {
+                self.slots[id as usize] = Some(c);
+                self.count += 1;
+                return id;
+            }
+        }
+    }
+    fn remove(&mut self, id: u16) -> Option<Carries> {
+        let c = self.slots[id as usize].take();
+        if c.is_some() {
+            self.count -= 1;
+        }
+        c
+    }
+}
+
 struct Conn {
     tx: mpsc::Sender<Batch>,
-    publisher: JoinHandle<()>,
-    events: JoinHandle<()>,
+    task: JoinHandle<()>,
     counts: Arc<Mutex<AckCounts>>,
-    /// Messages queued to the client whose packet id we have not seen yet.
-    pending: Arc<Mutex<VecDeque<Carries>>>,
-    client: AsyncClient,
 }
 
 pub struct MqttTransport {
     conns: Vec<Conn>,
     pub live: Arc<Live>,
-    stop_events: Arc<AtomicBool>,
+    shutdown: Arc<AtomicBool>,
+}
+
+fn note_error(counts: &Mutex<AckCounts>, live: &Live, msg: String) {
+    let mut c = counts.lock().unwrap();
+    c.errors += 1;
+    if c.error_samples.len() < 5 && !c.error_samples.contains(&msg) {
+        c.error_samples.push(msg);
+    }
+    live.errors.fetch_add(1, Ordering::Relaxed);
 }
 
 impl MqttTransport {
     /// Open the connections (on the current tokio runtime).
     pub fn start(cfg: &MqttConfig) -> MqttTransport {
         let live = Arc::new(Live::default());
-        let stop_events = Arc::new(AtomicBool::new(false));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let cfg = Arc::new(cfg.clone());
         let mut conns = Vec::new();
         for i in 0..cfg.connections.max(1) {
-            let (client, eventloop) = AsyncClient::new(cfg.options(format!("{}-{i}", cfg.client_id_prefix)), 1024);
             let (tx, rx) = mpsc::channel::<Batch>(cfg.channel_batches.max(1));
             let counts = Arc::new(Mutex::new(AckCounts::default()));
-            let pending = Arc::new(Mutex::new(VecDeque::new()));
-            let events = tokio::spawn(run_events(eventloop, pending.clone(), counts.clone(), live.clone(), stop_events.clone()));
-            let publisher = tokio::spawn(run_publisher(
+            let task = tokio::spawn(run_connection(
+                cfg.clone(),
+                format!("{}-{i}", cfg.client_id_prefix),
                 rx,
-                client.clone(),
-                cfg.qos(),
-                cfg.retain,
-                pending.clone(),
                 counts.clone(),
                 live.clone(),
+                shutdown.clone(),
             ));
-            conns.push(Conn { tx, publisher, events, counts, pending, client });
+            conns.push(Conn { tx, task, counts });
         }
-        MqttTransport { conns, live, stop_events }
+        MqttTransport { conns, live, shutdown }
     }
 
     pub fn connections(&self) -> usize {
@@ -177,137 +218,253 @@ impl MqttTransport {
         all
     }
 
-    /// Stop accepting batches, publish what is queued, wait up to `drain`
-    /// for the remaining PUBACKs, then disconnect. Returns the final counts.
+    /// Stop accepting batches, send what is queued, wait up to `drain` for
+    /// the remaining PUBACKs, then disconnect. Returns the final counts.
     pub async fn finish(self, drain: Duration) -> AckCounts {
-        let MqttTransport { conns, live, stop_events } = self;
-        let mut publishers = Vec::new();
+        let MqttTransport { conns, live: _, shutdown } = self;
         let mut rest = Vec::new();
         for c in conns {
             drop(c.tx);
-            publishers.push(c.publisher);
-            rest.push((c.events, c.counts, c.pending, c.client));
+            rest.push((c.task, c.counts));
         }
-        for p in publishers {
-            let _ = p.await;
-        }
-        let deadline = tokio::time::Instant::now() + drain;
+        let deadline = Instant::now() + drain;
         loop {
-            let waiting: usize = rest.iter().map(|(_, counts, _, _)| {
-                let c = counts.lock().unwrap();
-                c.published.saturating_sub(c.acked_msgs) as usize
-            }).sum();
-            if waiting == 0 || tokio::time::Instant::now() >= deadline {
+            let waiting: u64 = rest
+                .iter()
+                .map(|(_, counts)| {
+                    let c = counts.lock().unwrap();
+                    c.queued.saturating_sub(c.acked_msgs + c.lost_in_flight)
+                })
+                .sum();
+            if waiting == 0 || Instant::now() >= deadline {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        stop_events.store(true, Ordering::Relaxed);
+        shutdown.store(true, Ordering::Relaxed);
         let mut all = AckCounts::default();
-        for (events, counts, _, client) in rest {
-            let _ = client.try_disconnect();
-            events.abort();
-            let _ = events.await;
+        for (task, counts) in rest {
+            if tokio::time::timeout(Duration::from_secs(2), task).await.is_err() {
+                // A connection stuck in connect: nothing more will be acked.
+            }
             all.merge(&counts.lock().unwrap());
         }
-        let _ = live;
         all
     }
 }
 
-async fn run_publisher(
+async fn run_connection(
+    cfg: Arc<MqttConfig>,
+    client_id: String,
     mut rx: mpsc::Receiver<Batch>,
-    client: AsyncClient,
-    qos: QoS,
-    retain: bool,
-    pending: Arc<Mutex<VecDeque<Carries>>>,
     counts: Arc<Mutex<AckCounts>>,
     live: Arc<Live>,
+    shutdown: Arc<AtomicBool>,
 ) {
-    while let Some(batch) = rx.recv().await {
-        for m in batch {
-            if qos != QoS::AtMostOnce {
-                pending.lock().unwrap().push_back(m.carries);
+    let qos = cfg.qos.min(1);
+    let mut backoff = Duration::from_millis(100);
+    let mut pending: Option<Batch> = None;
+    let mut input_closed = false;
+    'reconnect: while !shutdown.load(Ordering::Relaxed) {
+        let (rd, mut wr, leftover) = match open(&cfg, &client_id, Duration::from_secs(5)).await {
+            Ok(c) => c,
+            Err(e) => {
+                note_error(&counts, &live, e.to_string().lines().next().unwrap_or_default().to_string());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
             }
-            let n = match m.carries {
-                Carries::Readings { n, .. } => n as u64,
-                _ => 0,
+        };
+        backoff = Duration::from_millis(100);
+        live.connected.fetch_add(1, Ordering::Relaxed);
+        let inflight = Arc::new(Mutex::new(Inflight::new()));
+        let window = Arc::new(Semaphore::new(cfg.inflight.max(1) as usize));
+        let reader_done = Arc::new(tokio::sync::Notify::new());
+        let reader_dead = Arc::new(AtomicBool::new(false));
+        let reader = tokio::spawn(read_acks(rd, leftover, inflight.clone(), window.clone(), counts.clone(), live.clone(), reader_done.clone(), reader_dead.clone()));
+
+        let mut buf: Vec<u8> = Vec::with_capacity(256 * 1024);
+        let mut last_write = Instant::now();
+        let ping_every = cfg.keep_alive / 2;
+        let broken: Option<String> = loop {
+            if reader_dead.load(Ordering::Relaxed) {
+                break Some("connection closed by the broker".into());
+            }
+            let batch = match pending.take() {
+                Some(b) => Some(b),
+                None if input_closed => None,
+                None => tokio::select! {
+                    b = rx.recv() => { if b.is_none() { input_closed = true; } b }
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => { if shutdown.load(Ordering::Relaxed) { break None; } continue; }
+                },
             };
-            match client.publish_bytes(m.address.as_ref(), qos, retain, m.payload).await {
-                Ok(()) => {
-                    let mut c = counts.lock().unwrap();
-                    c.published += 1;
-                    c.readings_published += n;
-                    live.published.fetch_add(1, Ordering::Relaxed);
+            let Some(batch) = batch else {
+                // Input done: keep reading acks until the transport shuts down.
+                if shutdown.load(Ordering::Relaxed) {
+                    break None;
                 }
-                Err(e) => {
-                    if qos != QoS::AtMostOnce {
-                        pending.lock().unwrap().pop_back();
-                    }
-                    let mut c = counts.lock().unwrap();
-                    c.errors += 1;
-                    let msg = e.to_string();
-                    if c.error_samples.len() < 5 && !c.error_samples.contains(&msg) {
-                        c.error_samples.push(msg);
-                    }
-                    live.errors.fetch_add(1, Ordering::Relaxed);
+                tokio::select! {
+                    _ = reader_done.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 }
+                if last_write.elapsed() > ping_every {
+                    if wr.write_all(&mqtt_wire::PINGREQ).await.is_err() {
+                        break Some("write failed".into());
+                    }
+                    last_write = Instant::now();
+                }
+                continue;
+            };
+            let mut readings = 0u64;
+            let mut sent = 0u64;
+            let mut failed: Option<String> = None;
+            for m in batch.iter() {
+                if qos > 0 {
+                    // Wait for room in the in-flight window; flush first so
+                    // the acks we wait for can come.
+                    let permit = match window.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            if !buf.is_empty() {
+                                if let Err(e) = wr.write_all(&buf).await {
+                                    failed = Some(e.to_string());
+                                    break;
+                                }
+                                buf.clear();
+                                last_write = Instant::now();
+                            }
+                            let acquired = loop {
+                                tokio::select! {
+                                    p = window.clone().acquire_owned() => break Some(p.expect("semaphore closed")),
+                                    _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                                        if reader_dead.load(Ordering::Relaxed) {
+                                            break None;
+                                        }
+                                    }
+                                }
+                            };
+                            match acquired {
+                                Some(p) => p,
+                                None => {
+                                    failed = Some("connection closed while waiting for acks".into());
+                                    break;
+                                }
+                            }
+                        }
+                    };
+                    permit.forget();
+                    let id = inflight.lock().unwrap().insert(m.carries);
+                    mqtt_wire::publish(&mut buf, m.address.as_bytes(), &m.payload, qos, cfg.retain, id);
+                } else {
+                    mqtt_wire::publish(&mut buf, m.address.as_bytes(), &m.payload, 0, cfg.retain, 0);
+                }
+                sent += 1;
+                if let Carries::Readings { n, .. } = m.carries {
+                    readings += n as u64;
+                }
+            }
+            if failed.is_none() && !buf.is_empty() {
+                if let Err(e) = wr.write_all(&buf).await {
+                    failed = Some(e.to_string());
+                }
+                buf.clear();
+                last_write = Instant::now();
+            }
+            {
+                let mut c = counts.lock().unwrap();
+                c.published += sent;
+                if qos > 0 {
+                    c.queued += sent;
+                }
+                c.readings_published += readings;
+            }
+            live.published.fetch_add(sent, Ordering::Relaxed);
+            if let Some(e) = failed {
+                break Some(e);
+            }
+        };
+        let _ = wr.write_all(&mqtt_wire::DISCONNECT).await;
+        reader.abort();
+        let lost = inflight.lock().unwrap().count as u64;
+        counts.lock().unwrap().lost_in_flight += lost;
+        match broken {
+            None => break 'reconnect,
+            Some(e) => {
+                note_error(&counts, &live, format!("connection {client_id}: {e}; {lost} publishes in flight were never acknowledged"));
+                tokio::time::sleep(backoff).await;
             }
         }
     }
+    // Batches that never went out are not counted as published.
+    rx.close();
 }
 
-async fn run_events(
-    mut ev: EventLoop,
-    pending: Arc<Mutex<VecDeque<Carries>>>,
+#[allow(clippy::too_many_arguments)]
+async fn read_acks(
+    mut rd: OwnedReadHalf,
+    mut acc: Vec<u8>,
+    inflight: Arc<Mutex<Inflight>>,
+    window: Arc<Semaphore>,
     counts: Arc<Mutex<AckCounts>>,
     live: Arc<Live>,
-    stop: Arc<AtomicBool>,
+    done: Arc<tokio::sync::Notify>,
+    dead: Arc<AtomicBool>,
 ) {
-    // Packet id -> what that publish carried, for publishes awaiting PUBACK.
-    let mut inflight: HashMap<u16, Carries> = HashMap::new();
-    while !stop.load(Ordering::Relaxed) {
-        match ev.poll().await {
-            Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
-                // A retransmission reuses an id that is still in flight.
-                if pkid != 0 && !inflight.contains_key(&pkid) {
-                    if let Some(carries) = pending.lock().unwrap().pop_front() {
-                        inflight.insert(pkid, carries);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        // Parse everything buffered.
+        let mut used_total = 0;
+        let mut acked_readings = 0u64;
+        {
+            let mut acks = Vec::new();
+            loop {
+                match mqtt_wire::decode(&acc[used_total..]) {
+                    Ok(Some((Incoming::PubAck { pkid }, used))) => {
+                        acks.push(pkid);
+                        used_total += used;
+                    }
+                    Ok(Some((_, used))) => used_total += used,
+                    Ok(None) => break,
+                    Err(_) => {
+                        dead.store(true, Ordering::Relaxed);
+                        done.notify_waiters();
+                        return;
                     }
                 }
             }
-            Ok(Event::Incoming(Packet::PubAck(ack))) => {
-                if let Some(carries) = inflight.remove(&ack.pkid) {
-                    let mut c = counts.lock().unwrap();
-                    c.acked_msgs += 1;
-                    match carries {
-                        Carries::Readings { n, ts_s } => {
-                            *c.acked_by_second.entry(ts_s).or_default() += n as u64;
-                            c.readings_acked += n as u64;
-                            live.readings_acked.fetch_add(n as u64, Ordering::Relaxed);
+            if !acks.is_empty() {
+                let mut table = inflight.lock().unwrap();
+                let mut c = counts.lock().unwrap();
+                let mut released = 0;
+                for id in acks {
+                    if let Some(carries) = table.remove(id) {
+                        released += 1;
+                        c.acked_msgs += 1;
+                        match carries {
+                            Carries::Readings { n, ts_s } => {
+                                *c.acked_by_second.entry(ts_s).or_default() += n as u64;
+                                c.readings_acked += n as u64;
+                                acked_readings += n as u64;
+                            }
+                            Carries::Canary { .. } => c.canaries_acked += 1,
+                            Carries::Topology => c.topology_acked += 1,
                         }
-                        Carries::Canary { .. } => c.canaries_acked += 1,
-                        Carries::Topology => c.topology_acked += 1,
                     }
                 }
+                window.add_permits(released);
             }
-            Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                live.connected.fetch_add(1, Ordering::Relaxed);
+        }
+        acc.drain(..used_total);
+        if acked_readings > 0 {
+            live.readings_acked.fetch_add(acked_readings, Ordering::Relaxed);
+        }
+        match rd.read(&mut chunk).await {
+            Ok(0) | Err(_) => {
+                dead.store(true, Ordering::Relaxed);
+                done.notify_waiters();
+                return;
             }
-            Ok(_) => {}
-            Err(e) => {
-                {
-                    let mut c = counts.lock().unwrap();
-                    c.errors += 1;
-                    let msg = format!("connection: {e}");
-                    if c.error_samples.len() < 5 && !c.error_samples.contains(&msg) {
-                        c.error_samples.push(msg);
-                    }
-                }
-                live.errors.fetch_add(1, Ordering::Relaxed);
-                // rumqttc reconnects on the next poll; do not spin.
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            Ok(n) => acc.extend_from_slice(&chunk[..n]),
         }
     }
 }
