@@ -59,6 +59,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod nats;
 mod process;
 
 use std::fmt;
