@@ -13,6 +13,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("plant-shaped", "plant_shaped"),
     ("noise", "noise"),
     ("baler", "baler"),
+    ("nats-jetstream", "nats_jetstream"),
     ("historian-sql", "historian_sql"),
 ];
 
