@@ -6,6 +6,7 @@
 
 pub mod mqtt;
 pub mod mqtt_wire;
+pub mod nats;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
