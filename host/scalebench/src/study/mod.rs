@@ -1,0 +1,13 @@
+//! Studies: a fixed ladder of measurements with hypotheses stated before the
+//! run, checked against the numbers afterwards, and a report with charts
+//! (seed 003's shape).
+//!
+//! - [`nats`]: `scalebench study nats`, core NATS vs JetStream.
+//! - [`report`]: verdicts, charts and report.md from a study's rows.
+//! - [`svg`]: hand-written SVG bar charts.
+
+pub mod nats;
+pub mod report;
+pub mod svg;
+
+pub use nats::{run, run_study, StudyNatsArgs};
