@@ -157,6 +157,22 @@ pub struct RunArgs {
     /// Crash test: SIGKILL the local historian this long into each step's load, restart it 3 s later.
     #[arg(long, value_name = "DURATION")]
     pub kill_historian_after: Option<String>,
+    /// Local NATS stack: nodes (3 makes replicas = 3 real).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// External NATS stack: comma-separated nats:// URLs.
+    #[arg(long)]
+    pub nats_url: Option<String>,
+    /// Crash test: SIGKILL node 1 of the local NATS cluster this long into each step's load, restart it 3 s later.
+    #[arg(long, value_name = "DURATION")]
+    pub kill_nats_node_after: Option<String>,
+}
+
+impl RunArgs {
+    /// Was --probes left at its default?
+    pub fn probes_defaulted(&self) -> bool {
+        !std::env::args().any(|a| a == "--probes" || a.starts_with("--probes="))
+    }
 }
 
 /// The user pressed Ctrl-C (exit status 130).

@@ -30,6 +30,9 @@ use crate::results::*;
 use crate::services::StackServices;
 use crate::stack::Stack;
 use crate::transport::mqtt::{self, MqttConfig, MqttTransport};
+use crate::transport::nats::{self as nats_transport, NatsConfig, NatsTransport};
+use crate::transport::Transport;
+use crate::stack::ProcSample;
 use crate::verdict;
 
 #[derive(Debug, Clone)]
@@ -59,6 +62,17 @@ pub struct LadderConfig {
     /// Crash test: SIGKILL the local historian this long into the load,
     /// restart it 3 s later; the step then shows whether acked readings survived.
     pub kill_historian_after: Option<Duration>,
+    /// Crash test: SIGKILL node 1 of the local NATS cluster this long into
+    /// the load, restart it 3 s later.
+    pub kill_nats_node_after: Option<Duration>,
+}
+
+/// Where readings go and how stored readings are counted.
+enum Route {
+    /// MQTT; stored counted by the adapter (SQL/HTTP), canaries polled.
+    Mqtt(MqttConfig),
+    /// JetStream; stored counted by the host from the stream, canary acks = stored.
+    JetStream { cfg: NatsConfig, client: async_nats::Client, stream: String, max_msgs: i64 },
 }
 
 fn utc_now() -> String {
@@ -75,7 +89,7 @@ struct Session {
     addresses: Vec<Arc<str>>,
     tags: Vec<TagInfo>,
     period_ms: u64,
-    mqtt: MqttConfig,
+    route: Route,
     next_canary_seq: u64,
 }
 
@@ -96,10 +110,27 @@ pub async fn run(
     let dyn_services: Arc<dyn plugin_runtime::HostServices> = services.clone();
     let mut encoder = TargetAdapter::instantiate(rt, &target_plugin, dyn_services.clone())?;
     let plan = encoder.configure(&cfg.target_params).map_err(crate::commands::gen::user_error)?;
-    let (qos, retain) = match &plan.transport {
-        TransportPlan::Mqtt(m) => (m.qos, m.retain),
+    let route = match &plan.transport {
+        TransportPlan::Mqtt(m) => {
+            let (host, port) = stack.mqtt().ok_or_else(|| anyhow::anyhow!(
+                "target {} publishes over MQTT, but this stack has no MQTT broker\nhint: use the local MQTT stack (the default for MQTT targets) or --stack external --mqtt-url", cfg.target))?;
+            let mut mqtt = MqttConfig::new(&host, port);
+            mqtt.connections = cfg.connections.max(1);
+            mqtt.qos = m.qos;
+            mqtt.retain = m.retain;
+            mqtt::check_reachable(&mqtt, Duration::from_secs(5)).await?;
+            Route::Mqtt(mqtt)
+        }
+        TransportPlan::NatsJetstream(jp) => {
+            let urls = stack.nats_urls().ok_or_else(|| anyhow::anyhow!(
+                "target {} publishes to NATS JetStream, but this stack has no NATS server\nhint: use the local NATS stack (the default for NATS targets) or --stack external --nats-url", cfg.target))?;
+            let client = nats_transport::connect(&urls).await?;
+            nats_transport::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, jp.replicas, jp.max_msgs).await?;
+            let ncfg = NatsConfig { urls, connections: cfg.connections.max(1), jetstream_window: Some(256), channel_batches: 4 };
+            Route::JetStream { cfg: ncfg, client, stream: jp.stream_name.clone(), max_msgs: jp.max_msgs }
+        }
         other => bail!(
-            "target {} wants transport {other:?}, which `scalebench run` does not drive yet (MQTT only)\nhint: use an MQTT target such as baler",
+            "target {} wants transport {other:?}, which `scalebench run` does not drive yet (MQTT and NATS JetStream)\nhint: use an MQTT or JetStream target such as baler or nats-jetstream",
             cfg.target
         ),
     };
@@ -118,19 +149,13 @@ pub async fn run(
         None => None,
     };
 
-    let (host, port) = stack.mqtt();
-    let mut mqtt = MqttConfig::new(&host, port);
-    mqtt.connections = cfg.connections.max(1);
-    mqtt.qos = qos;
-    mqtt.retain = retain;
-    mqtt::check_reachable(&mqtt, Duration::from_secs(5)).await?;
     {
         let q = query.clone();
         tokio::task::spawn_blocking(move || q.lock().unwrap().preflight())
             .await?
             .context("the target is not ready for a ladder")?;
     }
-    let sys = BrokerSys::start(&host, port);
+    let sys = match &route { Route::Mqtt(m) => Some(BrokerSys::start(&m.host, m.port)), _ => None };
 
     let mut commits = BTreeMap::new();
     if let Some(c) = hardware::git_commit(&cfg.repo_dir) {
@@ -171,7 +196,7 @@ pub async fn run(
         addresses: Vec::new(),
         tags: Vec::new(),
         period_ms,
-        mqtt,
+        route,
         next_canary_seq: 0,
     };
 
@@ -188,14 +213,14 @@ pub async fn run(
             cfg.interval,
             points as f64 / cfg.interval.as_secs_f64()
         );
-        let step = run_step(cfg, &mut session, stack, &services, budgets, &sys, &stop, points, nproc, i).await;
+        let step = run_step(cfg, &mut session, stack, &services, budgets, sys.as_ref(), &stop, points, nproc, i).await;
         let step = match step {
             Ok(s) => s,
             Err(e) => {
                 result.ended_because = format!("error in step {}: {e:#}", points);
                 result.finished_utc = Some(utc_now());
                 result.save(&path)?;
-                sys.stop();
+                if let Some(sys) = sys { sys.stop(); }
                 return Err(e);
             }
         };
@@ -220,7 +245,7 @@ pub async fn run(
     }
     result.finished_utc = Some(utc_now());
     result.save(&path)?;
-    sys.stop();
+    if let Some(sys) = sys { sys.stop(); }
     Ok(result)
 }
 
@@ -231,7 +256,7 @@ async fn run_step(
     stack: &mut Stack,
     services: &Arc<StackServices>,
     budgets: &Budgets,
-    sys: &BrokerSys,
+    sys: Option<&BrokerSys>,
     stop: &Arc<AtomicBool>,
     points: u64,
     nproc: u32,
@@ -249,7 +274,10 @@ async fn run_step(
     // Topology for the new points.
     let have = session.tags.len() as u64;
     let mut topology = Topology::default();
-    let transport = MqttTransport::start(&session.mqtt);
+    let transport = match &session.route {
+        Route::Mqtt(c) => Transport::Mqtt(MqttTransport::start(c)),
+        Route::JetStream { cfg: c, .. } => Transport::Nats(NatsTransport::start(c).await?),
+    };
     let senders = transport.senders();
     if points > have {
         let model = session.model.as_mut().unwrap();
@@ -295,27 +323,31 @@ async fn run_step(
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop_poll = Arc::new(AtomicBool::new(false));
-    let poller = {
-        let (q, live, seen, sp) = (session.query.clone(), live.clone(), seen.clone(), stop_poll.clone());
-        let first = spec.first_canary_seq;
-        std::thread::spawn(move || canary::poll(q, live, first, seen, sp))
+    let poller = match &session.route {
+        Route::Mqtt(_) => {
+            let (q, live, seen, sp) = (session.query.clone(), live.clone(), seen.clone(), stop_poll.clone());
+            let first = spec.first_canary_seq;
+            Some(std::thread::spawn(move || canary::poll(q, live, first, seen, sp)))
+        }
+        Route::JetStream { .. } => None,
     };
 
-    let sys_before = sys.snapshot();
+    let sys_before = sys.map(|s| s.snapshot()).unwrap_or_default();
     let cpu_before = hardware::self_cpu_seconds();
     let load_started = Instant::now();
     let warmup_end = load_started + cfg.warmup;
     let load_end = warmup_end + cfg.soak;
     let mut samples: Vec<Sample> = Vec::new();
-    let mut proc_samples: Vec<Vec<local_stack::ProcessSample>> = Vec::new();
+    let mut proc_samples: Vec<Vec<ProcSample>> = Vec::new();
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
     let probe_at = warmup_end + cfg.soak / 2;
     let mut last_acked = 0u64;
     let mut last_t = Instant::now();
     let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
-    let mut soak_proc_start: Option<Vec<local_stack::ProcessSample>> = None;
+    let mut soak_proc_start: Option<Vec<ProcSample>> = None;
     let mut health = stack.health();
     let mut crash_at = cfg.kill_historian_after.map(|d| load_started + d);
+    let mut node_crash_at = cfg.kill_nats_node_after.map(|d| load_started + d);
 
     while !producer.is_finished() {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -328,6 +360,19 @@ async fn run_step(
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 local.restart_historian().await?;
                 let h = health.entry("reference-historian".into()).or_default();
+                h.restarts += 1;
+                h.state = "running".into();
+            }
+        }
+        if let (Some(at), Stack::Nats(cluster)) = (node_crash_at, &mut *stack) {
+            if now >= at {
+                node_crash_at = None;
+                let victim = if cluster.node_count() > 1 { 1 } else { 0 };
+                eprintln!("  crash test: SIGKILL nats node {victim}, restart in 3 s");
+                cluster.kill_node(victim, libc::SIGKILL)?;
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                tokio::task::block_in_place(|| cluster.restart_node(victim))?;
+                let h = health.entry(format!("nats-{victim}")).or_default();
                 h.restarts += 1;
                 h.state = "running".into();
             }
@@ -349,7 +394,7 @@ async fn run_step(
         }
         if now >= next_sample {
             next_sample += cfg.sample_every;
-            let acked = transport.live.readings_acked.load(Ordering::Relaxed);
+            let acked = transport.live().readings_acked.load(Ordering::Relaxed);
             let dt = now.duration_since(last_t).as_secs_f64().max(1e-3);
             let acked_rps = (acked - last_acked) as f64 / dt;
             last_acked = acked;
@@ -359,31 +404,38 @@ async fn run_step(
             let mut rss_bytes = BTreeMap::new();
             if let Some(prev) = proc_samples.last() {
                 for p in &procs {
-                    if let Some(q) = prev.iter().find(|q| q.service == p.service) {
+                    if let Some(q) = prev.iter().find(|q| q.name == p.name) {
                         let wall = p.at.duration_since(q.at).as_secs_f64().max(1e-3);
-                        cpu_percent.insert(p.service.to_string(), (p.cpu_seconds - q.cpu_seconds) / wall * 100.0);
+                        cpu_percent.insert(p.name.clone(), (p.cpu_seconds - q.cpu_seconds) / wall * 100.0);
                     }
                 }
             }
             for p in &procs {
-                rss_bytes.insert(p.service.to_string(), p.rss_bytes);
+                rss_bytes.insert(p.name.clone(), p.rss_bytes);
             }
             proc_samples.push(procs);
             let svc = services.clone();
             let pg_roundtrip_s = tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()))
                 .await
                 .unwrap_or(None);
-            let lag_s = seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3);
+            let lag_s = match transport.canary_acks() {
+                Some(acks) => {
+                    let sent: BTreeMap<u64, i64> = live.canaries.lock().unwrap().iter().copied().collect();
+                    acks.iter().next_back().and_then(|(seq, at)| sent.get(seq).map(|ts| (*at - *ts) as f64 / 1e3))
+                }
+                None => seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
+            };
             // Stored rate over the last sample period, 5 s back so ingest lag does not hide rows.
             let to = now_ms() - 5_000;
             let from = to - cfg.sample_every.as_millis() as i64;
             let q = session.query.clone();
-            let stored_rps = tokio::task::spawn_blocking(move || {
+            let is_mqtt = matches!(session.route, Route::Mqtt(_));
+            let stored_rps = if !is_mqtt { None } else { tokio::task::spawn_blocking(move || {
                 q.lock().unwrap().stored(Window { start_ms: from, end_ms: to }).ok().map(|v| v.iter().map(|p| p.count).sum::<u64>())
             })
             .await
             .unwrap_or(None)
-            .map(|n| n as f64 / ((to - from) as f64 / 1e3));
+            .map(|n| n as f64 / ((to - from) as f64 / 1e3)) };
             let behind = live.behind_ms.load(Ordering::Relaxed) as f64 / 1e3;
             let elapsed = load_started.elapsed().as_secs_f64();
             eprintln!(
@@ -413,12 +465,13 @@ async fn run_step(
         Ok(r) => r,
         Err(e) => {
             stop_poll.store(true, Ordering::Relaxed);
-            let _ = poller.join();
+            if let Some(p) = poller { let _ = p.join(); }
             return Err(e.into());
         }
     };
     session.next_canary_seq = report.next_canary_seq;
     let soak_proc_end = stack.sample_processes();
+    let canary_acks = transport.canary_acks();
     let counts = transport.finish(Duration::from_secs(if interrupted { 2 } else { 30 })).await;
     let cpu_s = hardware::self_cpu_seconds() - cpu_before;
 
@@ -433,6 +486,15 @@ async fn run_step(
 
     // Drain: every canary stored (or the drain timeout), then stored stable.
     let sent: Vec<(u64, i64)> = live.canaries.lock().unwrap().clone();
+    if canary_acks.is_some() {
+        let acks = counts.canary_acked_at.clone();
+        let mut s = seen.lock().unwrap();
+        for (seq, ts) in &sent {
+            if let Some(at) = acks.get(seq) {
+                s.seen.insert(*seq, (*ts, *at));
+            }
+        }
+    }
     let drain_deadline = Instant::now() + if interrupted { Duration::from_secs(2) } else { cfg.drain_timeout };
     while Instant::now() < drain_deadline {
         let n_seen = seen.lock().unwrap().seen.len();
@@ -442,13 +504,30 @@ async fn run_step(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stop_poll.store(true, Ordering::Relaxed);
-    let _ = poller.join();
+    if let Some(p) = poller { let _ = p.join(); }
     let window = Window { start_ms: report.start_ms, end_ms: report.end_ms };
     let acked_total: u64 = counts.acked_by_second.range(window.start_ms.div_euclid(1000)..window.end_ms.div_euclid(1000) + 1).map(|(_, n)| n).sum();
     let mut stored_by_second: BTreeMap<i64, u64>;
     let mut last_sum = u64::MAX;
     let stable_deadline = Instant::now() + if interrupted { Duration::from_secs(2) } else { Duration::from_secs(60) };
+    let mut stream_note: Option<String> = None;
     loop {
+        if let Route::JetStream { client, stream, max_msgs, .. } = &session.route {
+            let (per_second, _read) = nats_transport::stored_per_second(client, stream, (window.start_ms, window.end_ms), Duration::from_secs(3))
+                .await
+                .map_err(|e| anyhow::anyhow!("counting stored messages in JetStream stream {stream}: {e}"))?;
+            stored_by_second = per_second;
+            if *max_msgs > 0 {
+                if let Some((messages, limit)) = nats_transport::stream_state(client, stream).await {
+                    if limit > 0 && messages as i64 >= limit {
+                        stream_note = Some(format!(
+                            "JetStream stream {stream} reached its limit max_msgs={limit} (holds {messages}): it discarded messages it had acknowledged"
+                        ));
+                    }
+                }
+            }
+            break;
+        }
         let q = session.query.clone();
         let rows = tokio::task::spawn_blocking(move || q.lock().unwrap().stored(window)).await??;
         stored_by_second = rows.iter().map(|p| (p.second_ms.div_euclid(1000), p.count)).collect();
@@ -459,7 +538,7 @@ async fn run_step(
         last_sum = sum;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let sys_after = sys.snapshot();
+    let sys_after = sys.map(|s| s.snapshot()).unwrap_or_default();
 
     // Compare per second of payload ts.
     let mut acked = 0u64;
@@ -495,13 +574,13 @@ async fn run_step(
     let mut resources = BTreeMap::new();
     if let Some(start) = &soak_proc_start {
         for p in &soak_proc_end {
-            if let Some(q) = start.iter().find(|q| q.service == p.service) {
+            if let Some(q) = start.iter().find(|q| q.name == p.name) {
                 let wall = p.at.duration_since(q.at).as_secs_f64().max(1e-3);
                 let mut r = Resource { cpu_percent: (p.cpu_seconds - q.cpu_seconds) / wall * 100.0, ..Default::default() };
                 r.rss_bytes_last = p.rss_bytes;
-                r.rss_bytes_max = proc_samples.iter().flatten().filter(|x| x.service == p.service).map(|x| x.rss_bytes).max().unwrap_or(p.rss_bytes);
-                r.cpu_percent_max = samples.iter().filter_map(|s| s.cpu_percent.get(&p.service.to_string())).cloned().fold(0.0, f64::max);
-                resources.insert(p.service.to_string(), r);
+                r.rss_bytes_max = proc_samples.iter().flatten().filter(|x| x.name == p.name).map(|x| x.rss_bytes).max().unwrap_or(p.rss_bytes);
+                r.cpu_percent_max = samples.iter().filter_map(|s| s.cpu_percent.get(&p.name)).cloned().fold(0.0, f64::max);
+                resources.insert(p.name.clone(), r);
             }
         }
     }
@@ -552,7 +631,7 @@ async fn run_step(
             offered_ratio: achieved_rps / target_rps,
             behind_schedule_max_s: report.behind_max_s,
             behind_schedule_p95_s: report.behind_p95_s,
-            connections: session.mqtt.connections,
+            connections: cfg.connections.max(1),
             publish_errors: counts.errors,
             cpu_s,
             cpu_us_per_acked: if counts.readings_acked > 0 { cpu_s * 1e6 / counts.readings_acked as f64 } else { 0.0 },
@@ -584,6 +663,12 @@ async fn run_step(
         eprintln!("  transport errors: {}", counts.error_samples.join("; "));
     }
     ctx.interrupted = interrupted;
+    if let Some(n) = stream_note {
+        ctx.sut_failures.push(n);
+    }
+    if counts.errors > 0 && matches!(session.route, Route::JetStream { .. }) {
+        ctx.sut_failures.push(format!("{} JetStream publish errors ({})", counts.errors, counts.error_samples.join("; ")));
+    }
     if report.stopped_early && !interrupted {
         ctx.aborted = Some("the producer stopped early (transport closed)".into());
     }

@@ -24,6 +24,7 @@ pub mod stack;
 pub mod verdict;
 pub mod transport;
 pub mod results;
+pub mod study;
 
 use cli::{Cli, Command};
 

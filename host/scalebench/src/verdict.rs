@@ -26,6 +26,9 @@ pub struct Context {
     pub disk_low: Option<String>,
     /// A problem that stopped the step early (e.g. a plugin error).
     pub aborted: Option<String>,
+    /// Failures of the SUT seen by the transport or storage (JetStream
+    /// publish errors and stream limits take the place of broker drops).
+    pub sut_failures: Vec<String>,
 }
 
 /// Decide status and reasons; reasons are ordered most important first.
@@ -64,6 +67,7 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
             fail.push(format!("growing backlog: lag median {a:.1} s -> {b:.1} s over the soak"));
         }
     }
+    fail.extend(ctx.sut_failures.iter().cloned());
     for p in &step.probes {
         if !p.ok {
             fail.push(format!("probe {}: {}", p.name, p.error.clone().unwrap_or_else(|| "failed".into())));

@@ -124,6 +124,12 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         command_line: std::env::args().collect(),
         min_disk_free_bytes: (args.min_disk_free_gb * 1e9) as u64,
         repo_dir,
+        kill_nats_node_after: args
+            .kill_nats_node_after
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|e| usage(format!("--kill-nats-node-after: {e}")))?,
         kill_historian_after: args
             .kill_historian_after
             .as_deref()
@@ -131,6 +137,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             .transpose()
             .map_err(|e| usage(format!("--kill-historian-after: {e}")))?,
     };
+    if cfg.kill_nats_node_after.is_some() && args.stack != StackKind::Local {
+        return Err(usage("--kill-nats-node-after needs --stack local (it kills a node of the local NATS cluster)".into()));
+    }
     if cfg.kill_historian_after.is_some() && args.stack != StackKind::Local {
         return Err(usage("--kill-historian-after needs --stack local (it kills the local reference historian)".into()));
     }
@@ -138,6 +147,21 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     // Fail on bad plugins before starting any process.
     for spec in [&cfg.model, &cfg.target].into_iter().chain(cfg.probes.as_ref()) {
         crate::catalog::load(&plugin_rt, spec)?;
+    }
+    // The target's plan decides which local stack to start.
+    let plan = {
+        let p = crate::catalog::load(&plugin_rt, &cfg.target)?;
+        let mut a = plugin_runtime::TargetAdapter::instantiate(&plugin_rt, &p, Arc::new(plugin_runtime::NoServices))?;
+        a.configure(&cfg.target_params).map_err(crate::commands::gen::user_error)?
+    };
+    let wants_nats = matches!(
+        plan.transport,
+        plugin_runtime::adapter_types::TransportPlan::NatsJetstream(_) | plugin_runtime::adapter_types::TransportPlan::NatsCore
+    );
+    let mut cfg = cfg;
+    if wants_nats && cfg.probes.as_deref() == Some("historian-sql") && args.probes_defaulted() {
+        // The default probe set reads a historian's SQL; a stream has none.
+        cfg.probes = None;
     }
 
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -156,6 +180,17 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             });
         }
         let mut stack = match args.stack {
+            StackKind::Local if wants_nats => {
+                let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
+                let opts = local_stack::nats::NatsOptions::new(&run_dir, args.nodes as usize);
+                eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
+                let c = tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?;
+                Stack::Nats(c)
+            }
+            StackKind::External if wants_nats => {
+                let urls = args.nats_url.clone().ok_or_else(|| usage("--stack external with a NATS target needs --nats-url nats://host:port[,nats://...]".into()))?;
+                Stack::ExternalNats(urls)
+            }
             StackKind::Local => {
                 let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
                 let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
@@ -175,13 +210,20 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             }
         };
         let services = Arc::new(StackServices::new(
-            [("postgres".to_string(), stack.pg_conn())].into_iter().collect(),
+            stack.pg_conn().map(|c| ("postgres".to_string(), c)).into_iter().collect(),
             Default::default(),
         )?);
         let result = ladder::run(&cfg, &plugin_rt, &mut stack, services, &budgets, stop.clone()).await;
-        if let Stack::Local(s) = stack {
-            eprintln!("stopping the local stack");
-            tokio::task::block_in_place(|| s.stop());
+        match stack {
+            Stack::Local(s) => {
+                eprintln!("stopping the local stack");
+                tokio::task::block_in_place(|| s.stop());
+            }
+            Stack::Nats(c) => {
+                eprintln!("stopping the local NATS stack");
+                tokio::task::block_in_place(|| c.stop());
+            }
+            _ => {}
         }
         let result = result?;
         println!("{}", crate::commands::table::render(std::slice::from_ref(&result)));

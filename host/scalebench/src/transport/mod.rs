@@ -54,6 +54,8 @@ pub struct AckCounts {
     pub errors: u64,
     /// The first few distinct error messages.
     pub error_samples: Vec<String>,
+    /// Canary seq -> when its ack arrived (ms); filled where an ack means stored (JetStream).
+    pub canary_acked_at: BTreeMap<u64, i64>,
 }
 
 impl AckCounts {
@@ -70,10 +72,55 @@ impl AckCounts {
         self.topology_acked += o.topology_acked;
         self.canaries_acked += o.canaries_acked;
         self.errors += o.errors;
+        self.canary_acked_at.extend(o.canary_acked_at.iter().map(|(k, v)| (*k, *v)));
         for e in &o.error_samples {
             if self.error_samples.len() < 5 && !self.error_samples.contains(e) {
                 self.error_samples.push(e.clone());
             }
+        }
+    }
+}
+
+/// The transport of a step, whichever the target's plan chose.
+pub enum Transport {
+    Mqtt(mqtt::MqttTransport),
+    Nats(nats::NatsTransport),
+}
+
+impl Transport {
+    pub fn senders(&self) -> Vec<tokio::sync::mpsc::Sender<Batch>> {
+        match self {
+            Transport::Mqtt(t) => t.senders(),
+            Transport::Nats(t) => t.senders(),
+        }
+    }
+
+    pub fn counts(&self) -> AckCounts {
+        match self {
+            Transport::Mqtt(t) => t.counts(),
+            Transport::Nats(t) => t.counts(),
+        }
+    }
+
+    pub fn live(&self) -> &Arc<mqtt::Live> {
+        match self {
+            Transport::Mqtt(t) => &t.live,
+            Transport::Nats(t) => &t.live,
+        }
+    }
+
+    /// Canary seq -> time its ack arrived (ms), where an ack means "stored".
+    pub fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
+        match self {
+            Transport::Mqtt(_) => None,
+            Transport::Nats(t) => Some(t.canary_acks.lock().unwrap().clone()),
+        }
+    }
+
+    pub async fn finish(self, drain: std::time::Duration) -> AckCounts {
+        match self {
+            Transport::Mqtt(t) => t.finish(drain).await,
+            Transport::Nats(t) => t.finish(drain).await,
         }
     }
 }

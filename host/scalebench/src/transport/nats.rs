@@ -174,7 +174,9 @@ fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, canary_acks: &Mut
         }
         Carries::Canary { seq } => {
             c.canaries_acked += 1;
-            canary_acks.lock().unwrap().insert(seq, now_ms());
+            let at = now_ms();
+            c.canary_acked_at.insert(seq, at);
+            canary_acks.lock().unwrap().insert(seq, at);
         }
         Carries::Topology => c.topology_acked += 1,
     }
@@ -190,7 +192,16 @@ async fn run_connection(
 ) {
     let js = jetstream::new(client.clone());
     let mut outstanding = FuturesUnordered::new();
-    while let Some(batch) = rx.recv().await {
+    loop {
+        // Settle acks as they come while waiting for the next batch.
+        let batch = tokio::select! {
+            biased;
+            Some((carries, r)) = outstanding.next(), if !outstanding.is_empty() => {
+                settle(carries, r, &counts, &live, &canary_acks);
+                continue;
+            }
+            b = rx.recv() => match b { Some(b) => b, None => break },
+        };
         for m in batch {
             let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
             match window {
