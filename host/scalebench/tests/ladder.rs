@@ -255,3 +255,58 @@ fn ctrl_c_during_a_soak_keeps_finished_steps_and_leaves_no_process() {
     assert_eq!(r["steps"][1]["status"], "interrupted");
     assert!(r["finished_utc"].is_string());
 }
+
+// ---- NATS JetStream ----------------------------------------------------
+
+fn nats_ladder(extra: &[&str]) -> Run {
+    let mut args = vec!["--target", "nats-jetstream"];
+    args.extend_from_slice(extra);
+    run_ladder(&args)
+}
+
+#[test]
+fn a_clean_jetstream_ladder_on_one_node_passes_with_stored_equal_to_acked() {
+    let run = nats_ladder(&[]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}", s["reasons"]);
+    let acked = s["ingest"]["acked"].as_u64().unwrap();
+    assert!(acked >= 200 * 11, "acked {acked}");
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert_eq!(s["lag"]["lost"], 0);
+    assert_eq!(r["stack"], "local-nats");
+}
+
+#[test]
+fn a_clean_jetstream_ladder_with_three_replicas_on_three_nodes_passes() {
+    let run = nats_ladder(&["--nodes", "3", "--target-params", r#"{"replicas":3}"#]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}", s["reasons"]);
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert_eq!(s["containers"].as_object().unwrap().len(), 3, "three nodes watched");
+}
+
+#[test]
+fn a_stream_limited_on_purpose_fails_the_step_and_says_so() {
+    let run = nats_ladder(&["--target-params", r#"{"max_msgs":500}"#]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail");
+    let reasons = s["reasons"].to_string();
+    assert!(reasons.contains("max_msgs=500"), "{reasons}");
+    assert!(s["ingest"]["stored"].as_u64().unwrap() <= 500);
+}
+
+#[test]
+fn killing_one_node_of_three_during_an_r3_run_loses_no_acknowledged_message() {
+    let run = nats_ladder(&["--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill-nats-node-after", "4s", "--soak", "12s"]);
+    let r = run.result();
+    let s = step0(&r);
+    let acked = s["ingest"]["acked"].as_u64().unwrap();
+    assert!(acked > 1500, "acked {acked}: {}", stderr(&run.out));
+    assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
+    assert_eq!(s["containers"]["nats-1"]["restarts"], 1);
+}
