@@ -59,6 +59,24 @@ pub enum BenchCommand {
     /// Acked msgs/s, CPU per acked message and peak RSS of the generator
     /// against a bare local mosquitto, beside a plain rumqttc publisher.
     Generator(GeneratorBenchArgs),
+    /// scalebench's core NATS and JetStream publish rates beside a plain
+    /// async-nats publisher, against one local nats-server.
+    Nats(NatsBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NatsBenchArgs {
+    /// Points the paced generator offers; with --interval, sets a target above what the server acks.
+    #[arg(long, default_value = "200k")]
+    pub points: String,
+    #[arg(long, default_value = "500ms")]
+    pub interval: String,
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    #[arg(long, default_value_t = 1)]
+    pub connections: u32,
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
 }
 
 #[derive(Debug, Args)]

@@ -213,3 +213,123 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
     );
     Ok(())
 }
+
+/// Plain async-nats: pre-built payloads, no pacing. JetStream with up to
+/// `window` acks outstanding (the same window scalebench uses).
+async fn plain_nats(url: &str, jetstream: bool, seconds: f64, payload: bytes::Bytes, window: usize) -> anyhow::Result<(u64, f64)> {
+    use futures::StreamExt;
+    let client = crate::transport::nats::connect(url).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let subjects: Vec<String> = (0..1000).map(|e| format!("scale.readings.s0.e{e}.temp1")).collect();
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(seconds);
+    let mut n = 0u64;
+    let mut outstanding = futures::stream::FuturesUnordered::new();
+    while Instant::now() < end {
+        for _ in 0..256 {
+            let subject = subjects[(n % 1000) as usize].clone();
+            if jetstream {
+                while outstanding.len() >= window {
+                    if let Some(r) = outstanding.next().await {
+                        r?;
+                        n += 1;
+                    }
+                }
+                let ack = js.publish(subject, payload.clone()).await?;
+                outstanding.push(async move { ack.await.map(|_| ()).map_err(|e| anyhow::anyhow!("JetStream ack: {e}")) });
+            } else {
+                client.publish(subject, payload.clone()).await?;
+                n += 1;
+            }
+        }
+    }
+    while let Some(r) = outstanding.next().await {
+        r?;
+        n += 1;
+    }
+    client.flush().await?;
+    Ok((n, t0.elapsed().as_secs_f64()))
+}
+
+pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow::Result<()> {
+    use crate::transport::nats::{NatsConfig, NatsTransport};
+    use crate::transport::Transport;
+    let points = crate::commands::run::parse_points(&args.points).map_err(crate::cli::UsageError)?;
+    let interval = crate::commands::run::parse_duration(&args.interval).map_err(crate::cli::UsageError)?;
+    let seconds = args.seconds.max(1.0);
+    let dir = tempfile::tempdir()?;
+    let cluster = local_stack::nats::NatsCluster::start(local_stack::nats::NatsOptions::new(dir.path(), 1))?;
+    let url = cluster.client_urls().join(",");
+    eprintln!("bench nats: one local nats-server ({url}), file storage r=1, {seconds} s per arm");
+
+    let rt = crate::catalog::runtime(opts)?;
+    let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
+    model.configure("{}")?;
+    let period = model.sample_period_ms()?;
+    let mut adapter = TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, "nats-jetstream")?, Arc::new(NoServices))?;
+    let plan = adapter.configure("{}")?;
+    let jp = match plan.transport {
+        plugin_runtime::adapter_types::TransportPlan::NatsJetstream(jp) => jp,
+        _ => anyhow::bail!("nats-jetstream adapter did not plan JetStream"),
+    };
+    let tags = model.tags(1, 0, points as u32)?;
+    let addresses: Vec<Arc<str>> = adapter.addresses(&tags)?.into_iter().map(|a| Arc::from(a.as_str())).collect();
+    let payload = {
+        let r = plugin_runtime::types::Readings { points: vec![0], values: vec![21.5], ts_ms: vec![loadgen::now_ms()] };
+        bytes::Bytes::from(adapter.encode(&r)?.payload)
+    };
+    let mut plugins = Some(Plugins { model, adapter });
+
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut rows = Vec::new();
+    for jetstream in [false, true] {
+        let label = if jetstream { "JetStream (file, r=1, acked)" } else { "core NATS (no acks)" };
+        let (n, wall) = tokio_rt.block_on(async {
+            let client = crate::transport::nats::connect(&url).await?;
+            crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0).await?;
+            plain_nats(&url, jetstream, seconds, payload.clone(), 256).await
+        })?;
+        let plain_rate = n as f64 / wall;
+
+        let (acked, wall) = tokio_rt.block_on(async {
+            let client = crate::transport::nats::connect(&url).await?;
+            crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0).await?;
+            let cfg = NatsConfig { urls: url.clone(), connections: args.connections, jetstream_window: if jetstream { Some(256) } else { None }, channel_batches: 4 };
+            let transport = Transport::Nats(NatsTransport::start(&cfg).await?);
+            let senders = transport.senders();
+            let live = Arc::new(ProducerLive::default());
+            let stop = Arc::new(AtomicBool::new(false));
+            let spec = LoadSpec { points: points as u32, interval, seed: 1, duration: Duration::from_secs_f64(seconds), sample_period_ms: period, first_canary_seq: 0 };
+            let t0 = Instant::now();
+            let mut p = plugins.take().unwrap();
+            let addrs = addresses.clone();
+            let (live2, stop2) = (live.clone(), stop.clone());
+            let producer = std::thread::spawn(move || {
+                let r = loadgen::produce(&mut p, &spec, &addrs, None, &senders, &live2, &stop2);
+                (p, r)
+            });
+            // Measure over the scheduled window only: a generator that falls
+            // behind keeps producing after it, which would flatter its rate.
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            let acked = transport.live().readings_acked.load(Ordering::Relaxed);
+            let wall = t0.elapsed().as_secs_f64();
+            stop.store(true, Ordering::Relaxed);
+            while !producer.is_finished() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let (p, _) = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))?;
+            plugins = Some(p);
+            let _ = transport.finish(Duration::from_secs(5)).await;
+            anyhow::Ok((acked, wall))
+        })?;
+        rows.push((label, plain_rate, acked as f64 / wall));
+    }
+    println!("NATS publish rates, one local nats-server, {seconds} s per arm, nproc {}, scalebench: {} points every {:?} over {} connection(s)", hardware::nproc(), group(points), interval, args.connections);
+    println!("{:<32} {:>18} {:>20} {:>8}", "", "plain async-nats/s", "scalebench paced/s", "ratio");
+    for (label, plain, ours) in &rows {
+        println!("{:<32} {:>18} {:>20} {:>8.2}", label, group(*plain as u64), group(*ours as u64), ours / plain.max(1.0));
+    }
+    println!("Goal: scalebench's JetStream rate >= 0.9 of the plain publisher's. Unique writes only: no fan-out is counted.");
+    cluster.stop();
+    Ok(())
+}

@@ -225,6 +225,16 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             }
             _ => {}
         }
+        // A run dir we made ourselves goes away after a clean run; after an
+        // error it stays, for its logs.
+        if args.run_dir.is_none() {
+            let dir = std::env::temp_dir().join(format!("scalebench-run-{run_id}"));
+            if result.is_ok() {
+                let _ = std::fs::remove_dir_all(&dir);
+            } else if dir.exists() {
+                eprintln!("the stack's files and logs are kept in {}", dir.display());
+            }
+        }
         let result = result?;
         println!("{}", crate::commands::table::render(std::slice::from_ref(&result)));
         eprintln!("results: {}", crate::results::RunResult::path_in(&cfg.results_dir, &cfg.run_id).display());

@@ -133,9 +133,9 @@ pub struct Plan {
 }
 
 fn human(n: u64) -> String {
-    if n >= 1_000_000 && n % 100_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(100_000) {
         crate::study::svg::format_value(n as f64)
-    } else if n >= 1_000 && n % 100 == 0 {
+    } else if n >= 1_000 && n.is_multiple_of(100) {
         let k = n as f64 / 1000.0;
         format!("{}k", if k.fract() == 0.0 { format!("{k:.0}") } else { format!("{k}") })
     } else {
@@ -144,7 +144,7 @@ fn human(n: u64) -> String {
 }
 
 fn size_name(b: usize) -> String {
-    if b >= 1024 && b % 1024 == 0 {
+    if b >= 1024 && b.is_multiple_of(1024) {
         format!("{}k", b / 1024)
     } else {
         b.to_string()
@@ -673,8 +673,12 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
         });
         drop(c);
     }
+    // A row that outlives this (a server gone, a client stuck) is cut off:
+    // every row is bounded in time, not only in count.
+    let row_bound = Duration::from_secs_f64(plan.row_time_cap_s * 2.0 + 30.0);
+    let bounded = |e: tokio::time::error::Elapsed| anyhow!("the row did not finish within {row_bound:?} ({e})");
     for spec in &plan.core {
-        let row = match core_row(urls, tag, spec, plan).await {
+        let row = match tokio::time::timeout(row_bound, core_row(urls, tag, spec, plan)).await.map_err(bounded).and_then(|r| r) {
             Ok(r) => r,
             Err(e) => failed_row(spec.name.clone(), "core", format!("{e:#}")),
         };
@@ -693,7 +697,7 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
             ));
             r
         } else {
-            match js_row(urls, tag, i, spec, plan).await {
+            match tokio::time::timeout(row_bound, js_row(urls, tag, i, spec, plan)).await.map_err(bounded).and_then(|r| r) {
                 Ok(r) => r,
                 Err(e) => {
                     let mut r = js_row_shell(spec);
@@ -706,7 +710,7 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
         progress(&row);
         out.throughput.push(row);
     }
-    let ping = ping_row(urls, tag, plan).await.unwrap_or_else(|e| DelayRow {
+    let ping = tokio::time::timeout(row_bound, ping_row(urls, tag, plan)).await.map_err(bounded).and_then(|r| r).unwrap_or_else(|e| DelayRow {
         name: format!("ping-{}-{}", human(plan.ping_count), size_name(plan.ping_payload_bytes)),
         kind: "ping".into(),
         error: Some(format!("{e:#}")),
@@ -715,7 +719,7 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
     progress_delay(&ping);
     out.delay.push(ping);
     for spec in &plan.floods {
-        let row = flood_row(urls, tag, spec, plan).await.unwrap_or_else(|e| DelayRow {
+        let row = tokio::time::timeout(row_bound, flood_row(urls, tag, spec, plan)).await.map_err(bounded).and_then(|r| r).unwrap_or_else(|e| DelayRow {
             name: spec.name.clone(),
             kind: "flood".into(),
             publishers: spec.publishers,
@@ -1073,7 +1077,7 @@ async fn js_row(urls: &[String], tag: &str, index: usize, spec: &JsSpec, plan: &
     if let Err(e) = js.create_stream(config).await {
         let msg = e.to_string();
         if msg.contains("insufficient resources") || msg.contains("replicas") {
-            row.skipped = Some(format!("the cluster cannot place {} replicas: {msg}", spec.replicas));
+            row.skipped = Some(format!("the target cannot place {} replicas: {msg}", spec.replicas));
             return Ok(row);
         }
         return Err(anyhow!("create stream {stream_name}: {msg}"));

@@ -24,7 +24,7 @@ pub fn thousands(v: f64) -> String {
     let s = n.abs().to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -44,7 +44,7 @@ fn ran(r: &ThroughputRow) -> bool {
     r.skipped.is_none() && r.published > 0 && r.pub_msgs_per_s > 0.0
 }
 
-fn core<'a>(res: &'a StudyResult, pubs: u32, subs: u32, size: usize) -> Option<&'a ThroughputRow> {
+fn core(res: &StudyResult, pubs: u32, subs: u32, size: usize) -> Option<&ThroughputRow> {
     res.throughput.iter().find(|r| r.kind == "core" && r.publishers == pubs && r.subscribers == subs && r.payload_bytes == size && ran(r))
 }
 
@@ -277,7 +277,8 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
         },
     )?;
     let delays: Vec<&DelayRow> = res.delay.iter().filter(|d| d.error.is_none() && d.received > 0).collect();
-    let pct: [(&str, fn(&DelayRow) -> f64); 5] =
+    type Pick = fn(&DelayRow) -> f64;
+    let pct: [(&str, Pick); 5] =
         [("min", |d| d.min_ms), ("p50", |d| d.p50_ms), ("p90", |d| d.p90_ms), ("p99", |d| d.p99_ms), ("max", |d| d.max_ms)];
     put(
         "delay-log.svg",
