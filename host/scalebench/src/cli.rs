@@ -40,6 +40,11 @@ pub enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+    /// Messaging studies (seed 003): `study nats`.
+    Study {
+        #[command(subcommand)]
+        what: StudyCommand,
+    },
     /// Print the results table of one or more ladder result files.
     Table {
         /// results/<run-id>-ladder.json files.
@@ -52,6 +57,13 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StudyCommand {
+    /// Core NATS against JetStream: publisher counts, payload sizes, storage,
+    /// replicas, ping and flood delay; JSON, a Markdown report and SVG charts.
+    Nats(crate::study::nats::StudyNatsArgs),
 }
 
 #[derive(Debug, Subcommand)]

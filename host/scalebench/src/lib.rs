@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => commands::run::run(&cli.plugin, *args),
         Command::Bench { what: cli::BenchCommand::Generator(args) } => commands::bench::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
+        Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
         Command::Table { files } => commands::table::run(&files),
         Command::ReferenceHistorian { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
