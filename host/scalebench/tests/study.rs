@@ -177,7 +177,8 @@ fn study_refuses_bad_arguments() {
 
 /// The full study (not --quick), by hand: results under $STUDY_RESULTS_DIR
 /// (default: a temporary directory, printed). `STUDY_QUICK=1` runs --quick,
-/// `STUDY_NODES=1` a single node.
+/// `STUDY_NODES=1` a single node, `STUDY_URL` / `STUDY_MONITOR_URL` an
+/// external cluster (`--url` / `--monitor-url`).
 /// `cargo test --release -p scalebench --test tests study::full_study -- --ignored --nocapture`
 #[test]
 #[ignore]
@@ -194,6 +195,8 @@ fn full_study() {
     let mut args = StudyNatsArgs::new(&dir);
     args.quick = std::env::var("STUDY_QUICK").is_ok_and(|v| v == "1");
     args.nodes = std::env::var("STUDY_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    args.url = std::env::var("STUDY_URL").ok();
+    args.monitor_url = std::env::var("STUDY_MONITOR_URL").ok();
     let out = scalebench::study::run_study(args).unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("full study written to {}", out.display());
 }
