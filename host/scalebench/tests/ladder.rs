@@ -310,3 +310,28 @@ fn killing_one_node_of_three_during_an_r3_run_loses_no_acknowledged_message() {
     assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
     assert_eq!(s["containers"]["nats-1"]["restarts"], 1);
 }
+
+#[test]
+fn a_budgets_file_with_a_typo_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = dir.path().join("budgets.json");
+    std::fs::write(&budgets, r#"{"probes": {"latest-all": {"budget_ms": 500}}}"#).unwrap();
+    let out = Command::new(bin())
+        .args(ladder_args(dir.path(), &["--budgets", budgets.to_str().unwrap()]))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("budgets.json") && e.contains("budget_ms") && e.contains("hint:"), "{e}");
+    assert!(!dir.path().join("stack").exists(), "nothing should have started");
+}
+
+#[test]
+fn a_step_run_with_the_disk_low_is_inconclusive_not_failed() {
+    let run = run_ladder(&["--soak", "3s", "--min-disk-free-gb", "1000000"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "inconclusive", "{}", s["reasons"]);
+    assert!(s["reasons"].to_string().contains("disk low"), "{}", s["reasons"]);
+    assert_eq!(r["max_passing_points"], serde_json::Value::Null);
+}
