@@ -8,3 +8,4 @@ mod models;
 mod plugin_faults;
 mod ladder;
 mod probes;
+mod study;
