@@ -47,11 +47,12 @@ fn main() {
     }
     let status = cmd.status().expect("scalebench build: cannot run cargo to build the plugins");
     if !status.success() {
-        panic!(
-            "scalebench build: building the plugins in {} for wasm32-wasip2 failed (see above).\n\
-             hint: install the target with `rustup target add wasm32-wasip2`",
-            plugins.display()
-        );
+        let hint = if wasm_target_installed() {
+            "hint: the compiler errors above are in the plugins workspace (plugins/); fix them, or check with `cd plugins && cargo build --release --target wasm32-wasip2`"
+        } else {
+            "hint: install the target with `rustup target add wasm32-wasip2` (scripts/setup.sh does)"
+        };
+        panic!("scalebench build: building the plugins in {} for wasm32-wasip2 failed (see above).\n{hint}", plugins.display());
     }
 
     let wasm_dir = target_dir.join("wasm32-wasip2/release");
@@ -68,6 +69,17 @@ fn main() {
     }
     code.push_str("];\n");
     fs::write(out_dir.join("builtin_plugins.rs"), code).unwrap();
+}
+
+/// Is the wasm32-wasip2 standard library installed for this rustc?
+fn wasm_target_installed() -> bool {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("lib/rustlib/wasm32-wasip2").exists())
+        .unwrap_or(false)
 }
 
 fn display(p: &Path) -> String {
