@@ -3,10 +3,11 @@
 //! `{"point","value","ts"}` envelopes), stored rows counted in Postgres.
 //! See docs/wire-contract-baler.md.
 //!
-//! The logic lives in plain modules that build and test natively; the
-//! component glue below is compiled for wasm32 only.
+//! Envelopes, tags messages and the canary are written by the shared
+//! `reading-envelope` crate (`plugins/targets/envelope`); [`wire`] says which
+//! topic each goes to. The logic lives in plain modules that build and test
+//! natively; the component glue below is compiled for wasm32 only.
 
-pub mod iso;
 pub mod params;
 pub mod sql;
 pub mod wire;

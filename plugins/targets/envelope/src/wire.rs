@@ -1,5 +1,5 @@
-//! The Baler wire contract: topics, tags messages, reading envelopes and the
-//! canary. Pure: the component glue in `lib.rs` only converts WIT types.
+//! Reading envelopes, tags messages and the canary, for any [`Addressing`].
+//! Pure: an adapter's component glue only converts WIT types.
 //!
 //! Tags are written in Haystack JSON (v3) style: markers are `"m:"`, refs are
 //! `"r:<id>"`, other strings plain (`"s:"`-prefixed if they look typed).
@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::iso::SecondCache;
-use crate::params::Params;
 
 /// The point id the canary's envelope carries (the historian's `point` column).
 pub const CANARY_POINT: &str = "canary/lag";
@@ -27,7 +26,8 @@ pub struct Tag {
 }
 
 impl Tag {
-    /// `s<site>/e<equip>/<label>`: the envelope's `point` and the stored `point`.
+    /// `s<site>/e<equip>/<label>`: the envelope's `point` and the stored
+    /// `point` (the label as given, whatever an address makes of it).
     pub fn point_id(&self) -> String {
         format!("s{}/e{}/{}", self.site, self.equip, self.label)
     }
@@ -36,7 +36,7 @@ impl Tag {
     }
 }
 
-/// One message: topic and payload.
+/// One message: address (topic, subject, ...) and payload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Msg {
     pub address: String,
@@ -75,6 +75,20 @@ impl std::fmt::Display for EncodeError {
     }
 }
 
+/// Where each message goes: the one thing that differs between the systems
+/// that speak this envelope (MQTT topics, NATS subjects, ...). Adapters
+/// implement it for their params.
+pub trait Addressing {
+    /// Address of a point's readings (its entry in the `addresses` table).
+    fn reading_address(&self, t: &Tag) -> String;
+    /// Address of the tags message of equip `equip` of site `site`.
+    fn equip_tags_address(&self, site: u32, equip: u32) -> String;
+    /// Address of a point's tags message.
+    fn point_tags_address(&self, t: &Tag) -> String;
+    /// Address of the lag canary.
+    fn canary_address(&self) -> String;
+}
+
 fn hs_str(s: &str) -> Value {
     // A Haystack JSON v3 string that would read as typed ("m:", "n:12") gets "s:".
     if s.as_bytes().get(1) == Some(&b':') {
@@ -92,8 +106,9 @@ fn href(id: &str) -> Value {
 
 /// Append a reading's value as a JSON number: integers (|v| < 1e15) through
 /// itoa, others as the shortest form that round-trips (ryu). JSON has no NaN
-/// or infinity: those become `null`, which the historian will refuse, so a
-/// model that emits them shows up as loss rather than as silently changed data.
+/// or infinity: those become `null`, which neither the historian nor a
+/// counting host takes for a reading, so a model that emits them shows up as
+/// loss rather than as silently changed data.
 #[inline]
 pub fn write_value(out: &mut Vec<u8>, v: f64) {
     if !v.is_finite() {
@@ -106,8 +121,9 @@ pub fn write_value(out: &mut Vec<u8>, v: f64) {
 }
 
 /// What the adapter knows of the run: params and every point registered so far.
-pub struct Wire {
-    pub params: Params,
+pub struct Wire<A> {
+    /// The adapter's params; through [`Addressing`] they say where messages go.
+    pub params: A,
     /// Envelope heads `{"point":"s1/e2/temp1","value":` of every known point,
     /// back to back; `head_at[tag index]` is (start, len), len 0 = unknown.
     heads: Vec<u8>,
@@ -122,8 +138,8 @@ pub struct Wire {
 const TS_FIELD: &[u8] = b",\"ts\":\"";
 const TAIL: &[u8] = b"\"}";
 
-impl Wire {
-    pub fn new(params: Params) -> Wire {
+impl<A: Addressing> Wire<A> {
+    pub fn new(params: A) -> Wire<A> {
         Wire {
             params,
             heads: Vec::new(),
@@ -132,15 +148,6 @@ impl Wire {
             listed: Vec::new(),
             second: SecondCache::default(),
         }
-    }
-
-    /// Topic of a point's readings.
-    pub fn topic(&self, t: &Tag) -> String {
-        format!("{}/s{}/e{}/{}", self.params.prefix, t.site, t.equip, t.label)
-    }
-
-    pub fn canary_topic(&self) -> String {
-        format!("{}/canary/lag", self.params.prefix)
     }
 
     /// Remember what encoding a reading of `t` needs.
@@ -153,11 +160,11 @@ impl Wire {
         head.extend_from_slice(b"{\"point\":");
         serde_json::to_writer(&mut head, &t.point_id()).expect("string to JSON");
         head.extend_from_slice(b",\"value\":");
-        let start = self.heads.len();
         let (s, l) = self.head_at[i];
         if l as usize == head.len() && self.heads[s as usize..(s + l) as usize] == head[..] {
             return; // already registered with the same identity
         }
+        let start = self.heads.len();
         self.heads.extend_from_slice(&head);
         self.head_at[i] = (start as u32, head.len() as u32);
     }
@@ -167,14 +174,14 @@ impl Wire {
         tags.iter()
             .map(|t| {
                 self.register(t);
-                self.topic(t)
+                self.params.reading_address(t)
             })
             .collect()
     }
 
     /// Tags messages for `tags` (the points new in this step): for each equip
-    /// that gained points, its `equip/tags` message (all its points so far),
-    /// then the `tags` message of each of its new points.
+    /// that gained points, its equip tags message (all its points so far),
+    /// then the tags message of each of its new points.
     pub fn topology(&mut self, tags: &[Tag]) -> Vec<Msg> {
         let mut order: Vec<(u32, u32)> = Vec::new();
         let mut groups: BTreeMap<(u32, u32), Vec<&Tag>> = BTreeMap::new();
@@ -207,21 +214,20 @@ impl Wire {
                 }
             }
             if is_new || grew {
-                let equip_id = first.equip_id();
                 let mut tags = Map::new();
-                tags.insert("id".into(), href(&equip_id));
+                tags.insert("id".into(), href(&first.equip_id()));
                 tags.insert("dis".into(), hs_str(&format!("Site {} Equip {}", first.site, first.equip)));
                 tags.insert("equip".into(), marker());
                 tags.insert("siteRef".into(), href(&format!("s{}", first.site)));
                 let tags = Value::Object(tags).to_string();
                 let payload = serde_json::json!({ "tags": tags, "points": ids });
                 out.push(Msg {
-                    address: format!("{}/{}/equip/tags", self.params.prefix, equip_id),
+                    address: self.params.equip_tags_address(first.site, first.equip),
                     payload: payload.to_string().into_bytes(),
                 });
             }
             for t in group {
-                out.push(Msg { address: format!("{}/tags", self.topic(t)), payload: point_tags(t).into_bytes() });
+                out.push(Msg { address: self.params.point_tags_address(t), payload: point_tags(t).into_bytes() });
             }
         }
         out
@@ -274,7 +280,7 @@ impl Wire {
         p.extend_from_slice(TS_FIELD);
         SecondCache::default().write(&mut p, ts_ms);
         p.extend_from_slice(TAIL);
-        Msg { address: self.canary_topic(), payload: p }
+        Msg { address: self.params.canary_address(), payload: p }
     }
 }
 
@@ -302,41 +308,45 @@ pub fn point_tags(t: &Tag) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{json, plant, tag};
     use crate::iso::iso;
 
-    fn tag(index: u32, site: u32, equip: u32, label: &str) -> Tag {
-        Tag {
-            index,
-            kind: "temperature".into(),
-            unit: "°C".into(),
-            site,
-            equip,
-            label: label.into(),
-            markers: vec!["point".into(), "sensor".into(), "temp".into()],
+    /// Addresses as `<prefix>/<what>`, enough to see which message went where.
+    struct Slashes;
+
+    impl Addressing for Slashes {
+        fn reading_address(&self, t: &Tag) -> String {
+            format!("p/{}", t.point_id())
+        }
+        fn equip_tags_address(&self, site: u32, equip: u32) -> String {
+            format!("p/s{site}/e{equip}/equip/tags")
+        }
+        fn point_tags_address(&self, t: &Tag) -> String {
+            format!("p/{}/tags", t.point_id())
+        }
+        fn canary_address(&self) -> String {
+            "p/canary/lag".into()
         }
     }
 
-    fn plant(points: u32) -> Vec<Tag> {
-        (0..points).map(|i| tag(i, i / 1000, i / 10, &format!("temp{}", i % 10 + 1))).collect()
-    }
-
-    fn json(b: &[u8]) -> Value {
-        serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))
+    fn wire() -> Wire<Slashes> {
+        Wire::new(Slashes)
     }
 
     #[test]
-    fn topics() {
-        let mut w = Wire::new(Params::default());
+    fn addresses_come_from_the_addressing() {
+        let mut w = wire();
         let a = w.addresses(&[tag(0, 1, 2, "temp1"), tag(1, 1, 2, "flow1")]);
-        assert_eq!(a, ["fbf/scale/s1/e2/temp1", "fbf/scale/s1/e2/flow1"]);
-        assert_eq!(w.canary_topic(), "fbf/scale/canary/lag");
-        let mut w = Wire::new(Params { prefix: "x".into(), ..Params::default() });
-        assert_eq!(w.addresses(&[tag(0, 0, 0, "a")]), ["x/s0/e0/a"]);
+        assert_eq!(a, ["p/s1/e2/temp1", "p/s1/e2/flow1"]);
+        assert_eq!(w.canary(0, 0).address, "p/canary/lag");
+        let msgs = w.topology(&[tag(2, 1, 3, "temp1")]);
+        let addrs: Vec<&str> = msgs.iter().map(|m| m.address.as_str()).collect();
+        assert_eq!(addrs, ["p/s1/e3/equip/tags", "p/s1/e3/temp1/tags"]);
     }
 
     #[test]
     fn encode_envelopes() {
-        let mut w = Wire::new(Params::default());
+        let mut w = wire();
         w.addresses(&[tag(0, 1, 2, "temp1"), tag(5, 1, 2, "count1")]);
         let vals = [21.5, 42.0, -0.0, 1e-7, f64::NAN, 1e300, -3.0, 0.1 + 0.2];
         let pts = [0, 5, 0, 5, 0, 5, 0, 5];
@@ -345,6 +355,7 @@ mod tests {
         assert_eq!(e.address_of, pts);
         assert_eq!(e.carries, [1; 8]);
         assert_eq!(e.ends.len(), 8);
+        assert_eq!(*e.ends.last().unwrap() as usize, e.payload.len());
         let first = std::str::from_utf8(&e.payload[..e.ends[0] as usize]).unwrap();
         assert_eq!(first, r#"{"point":"s1/e2/temp1","value":21.5,"ts":"2026-11-30T14:00:00.123Z"}"#);
         let mut start = 0;
@@ -368,7 +379,7 @@ mod tests {
 
     #[test]
     fn encode_refuses_unknown_points_and_bad_lengths() {
-        let mut w = Wire::new(Params::default());
+        let mut w = wire();
         w.addresses(&[tag(0, 0, 0, "a")]);
         assert_eq!(w.encode(&[0, 3], &[1.0, 2.0], &[0, 0]), Err(EncodeError::UnknownPoint(3)));
         assert_eq!(w.encode(&[0], &[1.0, 2.0], &[0]), Err(EncodeError::Lengths(1, 2, 1)));
@@ -378,32 +389,44 @@ mod tests {
 
     #[test]
     fn labels_are_json_escaped() {
-        let mut w = Wire::new(Params::default());
+        let mut w = wire();
         w.addresses(&[tag(0, 0, 0, "we\"ird\\")]);
         let e = w.encode(&[0], &[1.0], &[0]).unwrap();
         assert_eq!(json(&e.payload)["point"], "s0/e0/we\"ird\\");
     }
 
     #[test]
+    fn reregistering_a_point_keeps_or_replaces_its_head() {
+        let mut w = wire();
+        w.addresses(&[tag(0, 0, 0, "a")]);
+        w.addresses(&[tag(0, 0, 0, "a")]);
+        assert_eq!(json(&w.encode(&[0], &[1.0], &[0]).unwrap().payload)["point"], "s0/e0/a");
+        w.addresses(&[tag(0, 0, 0, "b")]);
+        assert_eq!(json(&w.encode(&[0], &[1.0], &[0]).unwrap().payload)["point"], "s0/e0/b");
+    }
+
+    #[test]
     fn canary() {
-        let mut w = Wire::new(Params::default());
+        let mut w = wire();
         let m = w.canary(17, 1_796_047_200_123);
-        assert_eq!(m.address, "fbf/scale/canary/lag");
+        assert_eq!(m.address, "p/canary/lag");
         assert_eq!(
             std::str::from_utf8(&m.payload).unwrap(),
             r#"{"point":"canary/lag","value":17,"ts":"2026-11-30T14:00:00.123Z"}"#
         );
         let v = json(&w.canary(u64::MAX, -5).payload);
+        assert_eq!(v["point"], CANARY_POINT);
         assert_eq!(v["value"].as_u64(), Some(u64::MAX));
+        assert_eq!(v["ts"], "1969-12-31T23:59:59.995Z");
     }
 
     #[test]
     fn topology_equips_before_points_once_each() {
-        let mut w = Wire::new(Params::default());
+        let mut w = wire();
         let tags = plant(25); // equips 0, 1 complete; equip 2 has 5 of its points
         let msgs = w.topology(&tags);
         assert_eq!(msgs.len(), 3 + 25);
-        let mut seen_equips = std::collections::HashSet::new();
+        let mut seen_equips = std::collections::BTreeSet::new();
         for m in &msgs {
             let v = json(&m.payload);
             if m.address.ends_with("/equip/tags") {
@@ -412,7 +435,7 @@ mod tests {
                 let inner = json(o["tags"].as_str().unwrap().as_bytes());
                 assert_eq!(inner["equip"], "m:");
                 let id = inner["id"].as_str().unwrap().strip_prefix("r:").unwrap().to_string();
-                assert_eq!(m.address, format!("fbf/scale/{id}/equip/tags"));
+                assert_eq!(m.address, format!("p/{id}/equip/tags"));
                 assert_eq!(inner["siteRef"], "r:s0");
                 assert!(inner["dis"].is_string());
                 for p in o["points"].as_array().unwrap() {
@@ -420,9 +443,8 @@ mod tests {
                 }
                 seen_equips.insert(id);
             } else {
-                assert!(m.address.ends_with("/tags"));
                 let id = v["id"].as_str().unwrap().strip_prefix("r:").unwrap();
-                assert_eq!(m.address, format!("fbf/scale/{id}/tags"));
+                assert_eq!(m.address, format!("p/{id}/tags"));
                 let equip = v["equipRef"].as_str().unwrap().strip_prefix("r:").unwrap();
                 assert!(seen_equips.contains(equip), "point {id} before its equip");
                 for k in ["point", "sensor", "temp"] {
@@ -434,10 +456,10 @@ mod tests {
             }
         }
         let e0 = json(&msgs[0].payload);
-        assert_eq!(msgs[0].address, "fbf/scale/s0/e0/equip/tags");
+        assert_eq!(msgs[0].address, "p/s0/e0/equip/tags");
         assert_eq!(e0["points"].as_array().unwrap().len(), 10);
         assert_eq!(e0["points"][0], "s0/e0/temp1");
-        assert_eq!(msgs[1].address, "fbf/scale/s0/e0/temp1/tags");
+        assert_eq!(msgs[1].address, "p/s0/e0/temp1/tags");
 
         // The next step offers points 25..40: equip 2 gains 5 (its equip message
         // is re-sent with all 10), equip 3 is new, equips 0 and 1 are not repeated.
@@ -445,7 +467,7 @@ mod tests {
         let msgs = w.topology(&all[25..]);
         let equips: Vec<&str> =
             msgs.iter().filter(|m| m.address.ends_with("/equip/tags")).map(|m| m.address.as_str()).collect();
-        assert_eq!(equips, ["fbf/scale/s0/e2/equip/tags", "fbf/scale/s0/e3/equip/tags"]);
+        assert_eq!(equips, ["p/s0/e2/equip/tags", "p/s0/e3/equip/tags"]);
         assert_eq!(json(&msgs[0].payload)["points"].as_array().unwrap().len(), 10);
         // topology registered the points for encode too
         assert!(w.encode(&[39], &[1.0], &[0]).is_ok());
@@ -465,11 +487,11 @@ mod tests {
     }
 
     /// Native encode rate; prints, asserts nothing about speed. Run with
-    /// `cargo test --release -p baler encode_rate -- --nocapture`.
+    /// `cargo test --release -p reading-envelope encode_rate -- --nocapture`.
     #[test]
     fn encode_rate() {
         let points = 100_000u32;
-        let mut w = Wire::new(Params::default());
+        let mut w = wire();
         w.addresses(&plant(points));
         let batch = 5_000usize;
         let idx: Vec<u32> = (0..batch as u32).collect();
@@ -493,7 +515,7 @@ mod tests {
         let dt = t0.elapsed().as_secs_f64();
         let n = (rounds * batch) as f64;
         println!(
-            "baler encode: {:.2} M readings/s natively ({} readings in {:.3} s, {:.1} bytes/reading{})",
+            "reading-envelope encode: {:.2} M readings/s natively ({} readings in {:.3} s, {:.1} bytes/reading{})",
             n / dt / 1e6,
             n,
             dt,

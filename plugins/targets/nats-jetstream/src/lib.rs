@@ -9,8 +9,9 @@
 //! stream itself, so `stored` and `canaries-stored` return an error saying so
 //! and `preflight` has nothing to check. To count per second of payload time
 //! and to find canaries, the host reads the stored messages and parses their
-//! payloads. The envelope written by [`wire`] is therefore the contract the
-//! host relies on, exactly as the Baler historian relies on it:
+//! payloads. The envelope written for [`wire`] by the shared `reading-envelope`
+//! crate (`plugins/targets/envelope`, the same as `baler`'s) is therefore the
+//! contract the host relies on, exactly as the Baler historian relies on it:
 //!
 //! ```json
 //! {"point":"s1/e2/temp1","value":21.5,"ts":"2026-11-30T14:00:00.123Z"}
@@ -31,7 +32,6 @@
 //! The logic lives in plain modules that build and test natively; the
 //! component glue is compiled for wasm32 only.
 
-pub mod iso;
 pub mod params;
 pub mod wire;
 
