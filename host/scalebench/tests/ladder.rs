@@ -223,7 +223,7 @@ fn ctrl_c_during_a_soak_keeps_finished_steps_and_leaves_no_process() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let args = ladder_args(dir.path(), &["--steps", "100,200", "--soak", "6s"]);
-    let mut child = Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = Command::new(bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     // Wait until step 2 has started, then Ctrl-C.
     let results = dir.path().join("results");
     let deadline = Instant::now() + Duration::from_secs(120);
