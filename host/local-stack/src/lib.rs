@@ -53,9 +53,10 @@
 //! (the main thread or a tokio runtime worker), not from `spawn_blocking`.
 //! `stop` and `kill_historian` block (they wait for processes to exit).
 //!
-//! # Later
-//! A `nats` module (nats-server with JetStream) fits beside `mosquitto`; the
-//! port after `mqtt_port + 1` ([`StackOptions::with_base_port`]) is reserved for it.
+//! # NATS
+//! [`nats::NatsCluster`] starts nats-server with JetStream, one node or a
+//! loopback cluster, under the same rules (guarded 2xxxx ports, process
+//! groups, teardown on Drop).
 
 pub mod error;
 pub mod guard;
