@@ -29,10 +29,13 @@ fn main() {
 
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-env-changed=SCALEBENCH_PLUGINS_TARGET_DIR");
-    for dir in ["Cargo.toml", "Cargo.lock", "sdk", "models", "targets", "probes"] {
-        let p = plugins.join(dir);
-        if p.exists() {
-            println!("cargo:rerun-if-changed={}", p.display());
+    // Every entry of plugins/ but a local target dir. A new top-level
+    // directory comes with a change to plugins/Cargo.toml (its members), which
+    // reruns this script and so picks the directory up.
+    for entry in fs::read_dir(&plugins).expect("scalebench build: cannot list plugins/").flatten() {
+        let name = entry.file_name();
+        if name != "target" {
+            println!("cargo:rerun-if-changed={}", entry.path().display());
         }
     }
 
