@@ -162,7 +162,7 @@ pub fn check_world(
             supported(version) && world.granted().contains(&iface)
         } else {
             let unversioned = format!("{pkg}/{iface}");
-            WASI_SHIMS.contains(&unversioned.as_str()) && version.map_or(false, |v| v.starts_with("0.2."))
+            WASI_SHIMS.contains(&unversioned.as_str()) && version.is_some_and(|v| v.starts_with("0.2."))
         };
         if !ok {
             refused.push(name.clone());

@@ -26,6 +26,7 @@ pub struct External {
     pub pg_conn: String,
 }
 
+#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
 pub enum Stack {
     Local(LocalStack),
     External(External),

@@ -132,8 +132,8 @@ async fn plain_publisher(port: u16, connections: u32, seconds: f64, payload: Vec
 }
 
 pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()> {
-    let points = crate::commands::run::parse_points(&args.points).map_err(|e| crate::cli::UsageError(e))?;
-    let interval = crate::commands::run::parse_duration(&args.interval).map_err(|e| crate::cli::UsageError(e))?;
+    let points = crate::commands::run::parse_points(&args.points).map_err(crate::cli::UsageError)?;
+    let interval = crate::commands::run::parse_duration(&args.interval).map_err(crate::cli::UsageError)?;
     let seconds = args.seconds.max(1.0);
     let broker = start_mosquitto()?;
     eprintln!("bench generator: bare mosquitto on 127.0.0.1:{}, {} points every {:?} (target {}/s), {} connections, {seconds} s per arm",

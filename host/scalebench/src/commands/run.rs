@@ -26,7 +26,7 @@ pub fn parse_points(s: &str) -> Result<u64, String> {
     };
     let v: f64 = num.parse().map_err(|_| format!("`{t}` is not a point count (examples: 500, 2.5k, 1M)"))?;
     let points = (v * mult).round();
-    if !(points >= 1.0 && points <= 50_000_000.0) {
+    if !(1.0..=50_000_000.0).contains(&points) {
         return Err(format!("`{t}` is out of range: a step has between 1 and 50M points"));
     }
     Ok(points as u64)
