@@ -66,6 +66,13 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+async fn wait_for_first_reading(live: &ProducerLive) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while live.readings_offered.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 struct Figures {
     acked: u64,
     wall_s: f64,
@@ -169,12 +176,11 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
             points: points as u32,
             interval,
             seed: 1,
-            duration: Duration::from_secs_f64(seconds),
+            // Longer than the window: the producer is stopped after it.
+            duration: Duration::from_secs_f64(seconds + 5.0),
             sample_period_ms: period,
             first_canary_seq: 0,
         };
-        let cpu0 = hardware::self_cpu_seconds();
-        let t0 = Instant::now();
         let producer = {
             let (live, stop) = (live.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -182,12 +188,15 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
                 loadgen::produce(&mut plugins, &spec, &addresses, None, &senders, &live, &stop).map(|r| r.readings_offered)
             })
         };
-        while !producer.is_finished() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let acked_at_end = transport.live.readings_acked.load(Ordering::Relaxed);
+        // Measure a steady window that starts with the first reading (the
+        // producer starts on a whole second, up to 1.2 s after spawning).
+        wait_for_first_reading(&live).await;
+        let (t0, acked0, cpu0) = (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed), hardware::self_cpu_seconds());
+        tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+        let acked_at_end = transport.live.readings_acked.load(Ordering::Relaxed) - acked0;
         let wall_s = t0.elapsed().as_secs_f64();
         let cpu_s = hardware::self_cpu_seconds() - cpu0;
+        stop.store(true, Ordering::Relaxed);
         let offered = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))??;
         let _ = transport.finish(Duration::from_secs(5)).await;
         anyhow::Ok((Figures { acked: acked_at_end, wall_s, cpu_s, peak_rss: hardware::self_peak_rss_bytes() }, offered))
@@ -299,8 +308,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             let senders = transport.senders();
             let live = Arc::new(ProducerLive::default());
             let stop = Arc::new(AtomicBool::new(false));
-            let spec = LoadSpec { points: points as u32, interval, seed: 1, duration: Duration::from_secs_f64(seconds), sample_period_ms: period, first_canary_seq: 0 };
-            let t0 = Instant::now();
+            let spec = LoadSpec { points: points as u32, interval, seed: 1, duration: Duration::from_secs_f64(seconds + 5.0), sample_period_ms: period, first_canary_seq: 0 };
             let mut p = plugins.take().unwrap();
             let addrs = addresses.clone();
             let (live2, stop2) = (live.clone(), stop.clone());
@@ -308,10 +316,13 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                 let r = loadgen::produce(&mut p, &spec, &addrs, None, &senders, &live2, &stop2);
                 (p, r)
             });
-            // Measure over the scheduled window only: a generator that falls
-            // behind keeps producing after it, which would flatter its rate.
+            // Measure a window that starts with the first reading (the
+            // producer starts on a whole second) and lasts `seconds`, while
+            // the producer still runs.
+            wait_for_first_reading(&live).await;
+            let (t0, acked0) = (Instant::now(), transport.live().readings_acked.load(Ordering::Relaxed));
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-            let acked = transport.live().readings_acked.load(Ordering::Relaxed);
+            let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
             let wall = t0.elapsed().as_secs_f64();
             stop.store(true, Ordering::Relaxed);
             while !producer.is_finished() {
