@@ -247,6 +247,11 @@ pub struct GenArgs {
     /// WebAssembly and natively, then + JSON. Writes no readings.
     #[arg(long)]
     pub bench: bool,
+    /// Print compressed bytes per reading (Gorilla XOR values,
+    /// delta-of-delta timestamps) for this model beside noise on the same
+    /// points: what a storage estimate from noise gets wrong.
+    #[arg(long, conflicts_with = "bench")]
+    pub compression: bool,
 }
 
 #[derive(Debug, Args)]

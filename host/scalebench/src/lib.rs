@@ -16,6 +16,7 @@ pub mod output;
 pub mod broker_sys;
 pub mod budgets;
 pub mod canary;
+pub mod compression;
 pub mod hardware;
 pub mod ladder;
 pub mod probes;

@@ -53,6 +53,9 @@ pub fn run(opts: &PluginOptions, args: GenArgs) -> anyhow::Result<()> {
     if args.bench {
         return super::gen_bench::run(opts, &args);
     }
+    if args.compression {
+        return super::gen_compression::run(opts, &args);
+    }
     if args.tags == 0 {
         return Err(UsageError("--tags must be at least 1".into()).into());
     }

@@ -2,6 +2,7 @@
 
 pub mod gen;
 pub mod gen_bench;
+pub mod gen_compression;
 pub mod plugins;
 pub mod run;
 pub mod table;
