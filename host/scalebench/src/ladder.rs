@@ -213,7 +213,7 @@ pub async fn run(
             cfg.interval,
             points as f64 / cfg.interval.as_secs_f64()
         );
-        let step = run_step(cfg, &mut session, stack, &services, budgets, sys.as_ref(), &stop, points, nproc, i).await;
+        let step = run_step(cfg, &mut session, stack, &services, budgets, sys.as_ref(), &stop, points, nproc).await;
         let step = match step {
             Ok(s) => s,
             Err(e) => {
@@ -260,7 +260,6 @@ async fn run_step(
     stop: &Arc<AtomicBool>,
     points: u64,
     nproc: u32,
-    _index: usize,
 ) -> anyhow::Result<StepResult> {
     let started_utc = utc_now();
     let step_started = Instant::now();
@@ -293,7 +292,9 @@ async fn run_step(
         for chunk in messages.chunks(1000) {
             senders[0].send(chunk.to_vec()).await.map_err(|_| anyhow::anyhow!("transport closed"))?;
         }
-        let deadline = Instant::now() + Duration::from_secs(120);
+        // QoS 0 has no acks to wait for.
+        let acks_expected = !matches!(&session.route, Route::Mqtt(m) if m.qos == 0);
+        let deadline = Instant::now() + Duration::from_secs(if acks_expected { 120 } else { 0 });
         while transport.counts().topology_acked < topology.messages && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -315,7 +316,7 @@ async fn run_step(
     let producer = {
         let (live, stop, spec, addresses, senders) = (live.clone(), stop.clone(), spec.clone(), addresses.clone(), senders.clone());
         std::thread::Builder::new().name("producer".into()).spawn(move || {
-            let r = loadgen::produce(&mut plugins, &spec, &addresses, None, &senders, &live, &stop);
+            let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
             (plugins, r)
         })?
     };
@@ -336,7 +337,6 @@ async fn run_step(
     let cpu_before = hardware::self_cpu_seconds();
     let load_started = Instant::now();
     let warmup_end = load_started + cfg.warmup;
-    let load_end = warmup_end + cfg.soak;
     let mut samples: Vec<Sample> = Vec::new();
     let mut proc_samples: Vec<Vec<ProcSample>> = Vec::new();
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
@@ -455,7 +455,6 @@ async fn run_step(
                 }
             }
         }
-        let _ = load_end;
     }
     let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
     session.model = Some(plugins_back.model);

@@ -77,7 +77,6 @@ pub fn produce(
     plugins: &mut Plugins,
     spec: &LoadSpec,
     addresses: &[Arc<str>],
-    canary_address_hint: Option<Arc<str>>,
     senders: &[mpsc::Sender<Batch>],
     live: &ProducerLive,
     stop: &AtomicBool,
@@ -136,7 +135,8 @@ pub fn produce(
 
             // Points due in this slot: offsets in [j*slot, (j+1)*slot).
             let lo_off = j * slot_ms;
-            let hi_off = ((j + 1) * slot_ms).min(interval_ms);
+            // Never past the end of the load: readings stay inside the window.
+            let hi_off = ((j + 1) * slot_ms).min(interval_ms).min((end_ms - interval_start_ms) as u64);
             let first = (lo_off * n).div_ceil(interval_ms);
             let last = (hi_off * n).div_ceil(interval_ms).min(n);
             if last > first {
@@ -147,6 +147,7 @@ pub fn produce(
                     (first..last).map(|p| interval_start_ms + ((p * interval_ms) / n) as i64).collect();
                 let readings = Readings { points, values, ts_ms };
                 let enc = plugins.adapter.encode(&readings)?;
+                check_encoded(&plugins.adapter, &enc, addresses.len(), readings.points.len())?;
                 let payload = Bytes::from(enc.payload);
                 let mut begin = 0usize;
                 let mut reading_idx = 0usize;
@@ -173,10 +174,7 @@ pub fn produce(
             if Instant::now() >= next_canary {
                 let ts = now_ms();
                 let m = plugins.adapter.canary(canary_seq, ts)?;
-                let address: Arc<str> = match &canary_address_hint {
-                    Some(a) if a.as_ref() == m.address => a.clone(),
-                    _ => Arc::from(m.address.as_str()),
-                };
+                let address: Arc<str> = Arc::from(m.address.as_str());
                 batches[0].push(Message { address, payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } });
                 live.canaries.lock().unwrap().push((canary_seq, ts));
                 canary_seq += 1;
@@ -186,7 +184,7 @@ pub fn produce(
             for (c, batch) in batches.iter_mut().enumerate() {
                 if !batch.is_empty() {
                     let b = std::mem::take(batch);
-                    if senders[c].blocking_send(b).is_err() {
+                    if !send_or_stop(&senders[c], b, stop) {
                         stopped_early = true;
                         break 'outer;
                     }
@@ -201,7 +199,7 @@ pub fn produce(
         let ts = now_ms();
         let m = plugins.adapter.canary(canary_seq, ts)?;
         let batch = vec![Message { address: Arc::from(m.address.as_str()), payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } }];
-        if senders[0].blocking_send(batch).is_ok() {
+        if send_or_stop(&senders[0], batch, stop) {
             live.canaries.lock().unwrap().push((canary_seq, ts));
             canary_seq += 1;
         }
@@ -213,10 +211,60 @@ pub fn produce(
         behind_max_s: behind_max_ms as f64 / 1e3,
         behind_p95_s: if hist.is_empty() { 0.0 } else { hist.value_at_quantile(0.95) as f64 / 1e3 },
         start_ms,
-        end_ms: if stopped_early { now_ms().min(end_ms) } else { end_ms },
+        // Stopped early: the window ends on the last whole second, so no
+        // second is compared half-offered.
+        end_ms: if stopped_early { now_ms().min(end_ms).div_euclid(1000) * 1000 } else { end_ms },
         next_canary_seq: canary_seq,
         stopped_early,
     })
+}
+
+/// Hand a batch to a connection, waiting while its channel is full, but
+/// never past `stop`: a broker that stops acknowledging must not pin the
+/// producer (and Ctrl-C) forever. False if stopped or the channel closed.
+fn send_or_stop(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -> bool {
+    loop {
+        match tx.try_send(batch) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(mpsc::error::TrySendError::Full(b)) => {
+                if stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                batch = b;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+}
+
+/// An adapter's encoded batch must be self-consistent before the host
+/// slices it: a bad plugin is an error naming it, not a panic.
+fn check_encoded(
+    adapter: &TargetAdapter,
+    enc: &plugin_runtime::adapter_types::EncodedBatch,
+    addresses: usize,
+    readings: usize,
+) -> Result<(), PluginError> {
+    let bad = |why: String| PluginError::Returned { plugin: adapter.name().to_string(), call: "encode".into(), message: why };
+    if enc.address_of.len() != enc.ends.len() {
+        return Err(bad(format!("address-of has {} entries but ends has {}", enc.address_of.len(), enc.ends.len())));
+    }
+    let mut prev = 0u32;
+    for (i, &e) in enc.ends.iter().enumerate() {
+        if e < prev || e as usize > enc.payload.len() {
+            return Err(bad(format!("ends[{i}] = {e} is out of order or past the payload ({} bytes)", enc.payload.len())));
+        }
+        prev = e;
+    }
+    if let Some(a) = enc.address_of.iter().find(|a| **a as usize >= addresses) {
+        return Err(bad(format!("address-of names address {a}, but the table has {addresses}")));
+    }
+    let carried: u64 = enc.carries.iter().map(|c| *c as u64).sum();
+    if !enc.carries.is_empty() && carried != readings as u64 {
+        return Err(bad(format!("messages carry {carried} readings, but {readings} were given")));
+    }
+    Ok(())
 }
 
 /// Send topology messages for new points through the transport and count them.

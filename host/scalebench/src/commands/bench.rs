@@ -185,7 +185,7 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
             let (live, stop) = (live.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut plugins = Plugins { model, adapter };
-                loadgen::produce(&mut plugins, &spec, &addresses, None, &senders, &live, &stop).map(|r| r.readings_offered)
+                loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop).map(|r| r.readings_offered)
             })
         };
         // Measure a steady window that starts with the first reading (the
@@ -313,7 +313,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             let addrs = addresses.clone();
             let (live2, stop2) = (live.clone(), stop.clone());
             let producer = std::thread::spawn(move || {
-                let r = loadgen::produce(&mut p, &spec, &addrs, None, &senders, &live2, &stop2);
+                let r = loadgen::produce(&mut p, &spec, &addrs, &senders, &live2, &stop2);
                 (p, r)
             });
             // Measure a window that starts with the first reading (the

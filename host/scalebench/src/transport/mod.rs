@@ -45,6 +45,8 @@ pub struct AckCounts {
     pub lost_in_flight: u64,
     /// Messages written (QoS 1), for the drain wait.
     pub queued: u64,
+    /// The connection has taken every batch from its channel.
+    pub input_drained: bool,
     /// Readings acknowledged, by second of payload ts.
     pub acked_by_second: BTreeMap<i64, u64>,
     pub readings_published: u64,

@@ -229,11 +229,14 @@ impl MqttTransport {
         }
         let deadline = Instant::now() + drain;
         loop {
+            // Done when every connection has written all its batches and
+            // every written message is acknowledged (or known lost).
             let waiting: u64 = rest
                 .iter()
-                .map(|(_, counts)| {
+                .map(|(task, counts)| {
                     let c = counts.lock().unwrap();
-                    c.queued.saturating_sub(c.acked_msgs + c.lost_in_flight)
+                    let unsent = u64::from(!c.input_drained && !task.is_finished());
+                    c.queued.saturating_sub(c.acked_msgs + c.lost_in_flight) + unsent
                 })
                 .sum();
             if waiting == 0 || Instant::now() >= deadline {
@@ -299,6 +302,7 @@ async fn run_connection(
                 },
             };
             let Some(batch) = batch else {
+                counts.lock().unwrap().input_drained = true;
                 // Input done: keep reading acks until the transport shuts down.
                 if shutdown.load(Ordering::Relaxed) {
                     break None;
@@ -337,7 +341,7 @@ async fn run_connection(
                                 tokio::select! {
                                     p = window.clone().acquire_owned() => break Some(p.expect("semaphore closed")),
                                     _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                                        if reader_dead.load(Ordering::Relaxed) {
+                                        if reader_dead.load(Ordering::Relaxed) || shutdown.load(Ordering::Relaxed) {
                                             break None;
                                         }
                                     }
