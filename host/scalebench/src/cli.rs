@@ -83,8 +83,11 @@ pub struct NatsBenchArgs {
     pub points: String,
     #[arg(long, default_value = "500ms")]
     pub interval: String,
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
+    /// Each arm runs this many times, alternating; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u32,
     #[arg(long, default_value_t = 1)]
     pub connections: u32,
     #[arg(long, default_value = "plant-shaped")]

@@ -232,7 +232,9 @@ fn send_or_stop(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -
                     return false;
                 }
                 batch = b;
-                std::thread::sleep(Duration::from_micros(200));
+                // Channels hold several slots of work: 1 ms of latency costs
+                // nothing, and fewer wake-ups leave the CPU to the server.
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
     }
