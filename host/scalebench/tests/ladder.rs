@@ -306,7 +306,9 @@ fn killing_one_node_of_three_during_an_r3_run_loses_no_acknowledged_message() {
     let r = run.result();
     let s = step0(&r);
     let acked = s["ingest"]["acked"].as_u64().unwrap();
-    assert!(acked > 1500, "acked {acked}: {}", stderr(&run.out));
+    // While the stream's leader fails over, publishes may time out unacked:
+    // that is allowed. What is not allowed is losing one that was acked.
+    assert!(acked > 600, "acked {acked}: {}", stderr(&run.out));
     assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
     assert_eq!(s["containers"]["nats-1"]["restarts"], 1);
 }
