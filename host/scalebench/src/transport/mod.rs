@@ -61,6 +61,39 @@ pub struct AckCounts {
 }
 
 impl AckCounts {
+    /// Count one acknowledged message; returns the readings it carried.
+    /// `at_ms` is when the ack arrived, kept for canaries where an ack
+    /// means "stored" (JetStream).
+    pub fn record_ack(&mut self, carries: Carries, at_ms: Option<i64>) -> u64 {
+        self.acked_msgs += 1;
+        match carries {
+            Carries::Readings { n, ts_s } => {
+                *self.acked_by_second.entry(ts_s).or_default() += n as u64;
+                self.readings_acked += n as u64;
+                n as u64
+            }
+            Carries::Canary { seq } => {
+                self.canaries_acked += 1;
+                if let Some(at) = at_ms {
+                    self.canary_acked_at.insert(seq, at);
+                }
+                0
+            }
+            Carries::Topology => {
+                self.topology_acked += 1;
+                0
+            }
+        }
+    }
+
+    /// Count an error, keeping the first few distinct messages.
+    pub fn record_error(&mut self, msg: String) {
+        self.errors += 1;
+        if self.error_samples.len() < 5 && !self.error_samples.contains(&msg) {
+            self.error_samples.push(msg);
+        }
+    }
+
     pub fn merge(&mut self, o: &AckCounts) {
         self.published += o.published;
         self.acked_msgs += o.acked_msgs;
@@ -81,6 +114,12 @@ impl AckCounts {
             }
         }
     }
+}
+
+/// Count an error in a connection's counts and the live view.
+pub(crate) fn note_error(counts: &std::sync::Mutex<AckCounts>, live: &mqtt::Live, msg: String) {
+    counts.lock().unwrap().record_error(msg);
+    live.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The transport of a step, whichever the target's plan chose.

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::mqtt_wire::{self, Incoming};
-use super::{AckCounts, Batch, Carries};
+use super::{note_error, AckCounts, Batch, Carries};
 
 #[derive(Debug, Clone)]
 pub struct MqttConfig {
@@ -166,15 +166,6 @@ pub struct MqttTransport {
     conns: Vec<Conn>,
     pub live: Arc<Live>,
     shutdown: Arc<AtomicBool>,
-}
-
-fn note_error(counts: &Mutex<AckCounts>, live: &Live, msg: String) {
-    let mut c = counts.lock().unwrap();
-    c.errors += 1;
-    if c.error_samples.len() < 5 && !c.error_samples.contains(&msg) {
-        c.error_samples.push(msg);
-    }
-    live.errors.fetch_add(1, Ordering::Relaxed);
 }
 
 impl MqttTransport {
@@ -443,16 +434,7 @@ async fn read_acks(
                 for id in acks {
                     if let Some(carries) = table.remove(id) {
                         released += 1;
-                        c.acked_msgs += 1;
-                        match carries {
-                            Carries::Readings { n, ts_s } => {
-                                *c.acked_by_second.entry(ts_s).or_default() += n as u64;
-                                c.readings_acked += n as u64;
-                                acked_readings += n as u64;
-                            }
-                            Carries::Canary { .. } => c.canaries_acked += 1,
-                            Carries::Topology => c.topology_acked += 1,
-                        }
+                        acked_readings += c.record_ack(carries, None);
                     }
                 }
                 window.add_permits(released);

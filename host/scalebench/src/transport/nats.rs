@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::mqtt::Live;
-use super::{AckCounts, Batch, Carries};
+use super::{note_error, AckCounts, Batch, Carries};
 use crate::loadgen::now_ms;
 
 #[derive(Debug, Clone)]
@@ -155,30 +155,12 @@ impl NatsTransport {
     }
 }
 
-fn note(counts: &Mutex<AckCounts>, live: &Live, msg: String) {
-    let mut c = counts.lock().unwrap();
-    c.errors += 1;
-    if c.error_samples.len() < 5 && !c.error_samples.contains(&msg) {
-        c.error_samples.push(msg);
-    }
-    live.errors.fetch_add(1, Ordering::Relaxed);
-}
-
 fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
-    c.acked_msgs += 1;
-    match carries {
-        Carries::Readings { n, ts_s } => {
-            *c.acked_by_second.entry(ts_s).or_default() += n as u64;
-            c.readings_acked += n as u64;
-            live.readings_acked.fetch_add(n as u64, Ordering::Relaxed);
-        }
-        Carries::Canary { seq } => {
-            c.canaries_acked += 1;
-            let at = now_ms();
-            c.canary_acked_at.insert(seq, at);
-            canary_acks.lock().unwrap().insert(seq, at);
-        }
-        Carries::Topology => c.topology_acked += 1,
+    let at = now_ms();
+    let readings = c.record_ack(carries, Some(at));
+    live.readings_acked.fetch_add(readings, Ordering::Relaxed);
+    if let Carries::Canary { seq } = carries {
+        canary_acks.lock().unwrap().insert(seq, at);
     }
 }
 
@@ -207,7 +189,7 @@ async fn run_connection(
             match window {
                 None => {
                     if let Err(e) = client.publish(m.address.to_string(), m.payload).await {
-                        note(&counts, &live, format!("publish: {e}"));
+                        note_error(&counts, &live, format!("publish: {e}"));
                         continue;
                     }
                     let mut c = counts.lock().unwrap();
@@ -231,7 +213,7 @@ async fn run_connection(
                             c.queued += 1;
                             c.readings_published += readings;
                         }
-                        Err(e) => note(&counts, &live, format!("JetStream publish: {e}")),
+                        Err(e) => note_error(&counts, &live, format!("JetStream publish: {e}")),
                     }
                 }
             }
@@ -253,7 +235,7 @@ fn settle(
 ) {
     match r {
         Ok(_) => count_ack(&mut counts.lock().unwrap(), live, carries, canary_acks),
-        Err(e) => note(counts, live, format!("JetStream ack: {e}")),
+        Err(e) => note_error(counts, live, format!("JetStream ack: {e}")),
     }
 }
 
