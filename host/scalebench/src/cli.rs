@@ -40,7 +40,7 @@ pub enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
-    /// Messaging studies (seed 003): `study nats`.
+    /// Messaging studies (after the NATS messaging study this project started from): `study nats`.
     Study {
         #[command(subcommand)]
         what: StudyCommand,
@@ -139,7 +139,7 @@ pub struct RunArgs {
     /// Probe budgets (default: ./budgets.json, else the built-in copy).
     #[arg(long)]
     pub budgets: Option<PathBuf>,
-    /// Points per step, e.g. 1k,2.5k,5k (default: seed 000's ladder; starts at 1k on hosts with < 4 CPUs).
+    /// Points per step, e.g. 1k,2.5k,5k (default: the original Baler scale-test plan's ladder; starts at 1k on hosts with < 4 CPUs).
     #[arg(long)]
     pub steps: Option<String>,
     /// Every point reports once per interval.
@@ -246,7 +246,7 @@ pub struct GenArgs {
     /// Write here instead of stdout (written to a temporary name, then renamed).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Print seed 002's stage table for this model: values/s through
+    /// Print the stage table of the generator write-up this project started from for this model: values/s through
     /// WebAssembly and natively, then + JSON. Writes no readings.
     #[arg(long)]
     pub bench: bool,

@@ -1,4 +1,4 @@
-//! The ladder (seed 000): for each step, publish topology for the new points,
+//! The ladder (after the original Baler scale-test plan): for each step, publish topology for the new points,
 //! offer readings for a warm-up and a soak while sampling every
 //! `sample_every` and timing read probes under load, stop, drain the lag
 //! canaries, compare stored with acked second by second, apply the pass

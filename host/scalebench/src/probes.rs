@@ -19,7 +19,7 @@ use crate::budgets::Budgets;
 use crate::results::ProbeResult;
 use crate::services::StackServices;
 
-/// Warm runs per probe that seed 000 uses ("5 runs, warm median").
+/// Warm runs per probe that the original Baler scale-test plan uses ("5 runs, warm median").
 pub const DEFAULT_WARM_RUNS: usize = 5;
 
 /// Median of `v` (mean of the middle two for an even count); None if empty.

@@ -1,4 +1,4 @@
-//! The pass rules of a step (seed 000), in one place.
+//! The pass rules of a step (after the original Baler scale-test plan), in one place.
 //!
 //! A step passes only if the system under test kept up:
 //! - no data loss: stored ≥ 99 % of acked, overall and in every second of

@@ -9,3 +9,4 @@ mod plugin_faults;
 mod ladder;
 mod probes;
 mod study;
+mod user_text;

@@ -1,4 +1,4 @@
-//! `scalebench gen --bench`: the first rows of seed 002's stage table for a
+//! `scalebench gen --bench`: the first rows of the stage table of the generator write-up this project started from for a
 //! value model, measured through WebAssembly and, side by side, with the same
 //! model code compiled natively (plant-core / noise), on one thread.
 //!
@@ -185,7 +185,7 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
         ratio(&wasm_json, native_json.as_ref())
     );
     println!(
-        "JSON: {:.1} MB per million readings. Seed 002's generator, one core: 3,164,557 values/s; + JSON 1,158,749/s.",
+        "JSON: {:.1} MB per million readings. The generator write-up this project started from, one core: 3,164,557 values/s; + JSON 1,158,749/s.",
         json_bytes as f64 / n as f64
     );
 

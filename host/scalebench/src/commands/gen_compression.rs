@@ -40,6 +40,6 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
     for (k, b) in kinds {
         println!("  {:<14} {:>6.2} B/reading", k, b);
     }
-    println!("Seed 002 (TimescaleDB, 10 M readings): plant-shaped 1.69 B/reading, uniform random 8.57 (5.1x).");
+    println!("A TimescaleDB measurement of 10 M readings (made elsewhere): plant-shaped 1.69 B/reading, uniform random 8.57 (5.1x).");
     Ok(())
 }

@@ -61,7 +61,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// The default ladder: seed 000's, with smaller first steps on small hosts.
+/// The default ladder: the original Baler scale-test plan's, with smaller first steps on small hosts.
 pub fn default_steps(nproc: usize) -> Vec<u64> {
     let mut s = vec![10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000];
     if nproc < 4 {

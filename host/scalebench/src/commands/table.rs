@@ -1,4 +1,4 @@
-//! `scalebench table`: print ladder results as the Markdown table of seed 000
+//! `scalebench table`: print ladder results as the Markdown table of the original Baler scale-test plan
 //! (one row per step), ready to paste into a report. A view of the result
 //! JSON, nothing more: every number comes from `results/<run-id>-ladder.json`.
 

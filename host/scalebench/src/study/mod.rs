@@ -1,6 +1,6 @@
 //! Studies: a fixed ladder of measurements with hypotheses stated before the
 //! run, checked against the numbers afterwards, and a report with charts
-//! (seed 003's shape).
+//! (the shape of the NATS messaging study this project started from).
 //!
 //! - [`nats`]: `scalebench study nats`, core NATS vs JetStream.
 //! - [`report`]: verdicts, charts and report.md from a study's rows.

@@ -1,4 +1,4 @@
-//! `scalebench study nats`: seed 003's messaging study (core NATS vs
+//! `scalebench study nats`: the NATS messaging study this project started from (core NATS vs
 //! JetStream, publisher counts, payload sizes, ping vs flood delay,
 //! hypotheses H1–H5) against a local nats-server cluster it starts (or an
 //! external one, `--url`). Writes `results/<utc-run-id>/study.json`,

@@ -345,7 +345,7 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(
         m,
         "Core NATS vs JetStream on this machine: publisher counts, payload sizes, storage, replicas, ping vs flood delay \
-         (after seed 003's study). {stand}. Data: [study.json](study.json).\n"
+         (after the NATS messaging study this project started from). {stand}. Data: [study.json](study.json).\n"
     );
     if res.ended_because != "completed" {
         let _ = writeln!(m, "> **This run did not complete: {}.** The rows below are what was measured before it stopped.\n", res.ended_because);

@@ -7,7 +7,7 @@
 //! Memory stays bounded: a connection holds at most `channel_batches`
 //! batches and `inflight` unacknowledged publishes. When they are full the
 //! producer waits, and that wait shows as "behind schedule" instead of as
-//! memory (seed 002 saw a client that buffered ahead of its socket climb to
+//! memory (the generator write-up this project started from saw a client that buffered ahead of its socket climb to
 //! 706 MB). A connection that drops is re-established; publishes that were
 //! in flight on it are never counted as acknowledged.
 
