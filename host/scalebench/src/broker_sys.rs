@@ -21,9 +21,13 @@ pub struct BrokerSys {
 }
 
 impl BrokerSys {
-    pub fn start(host: &str, port: u16) -> BrokerSys {
-        let mut o = MqttOptions::new(format!("scalebench-sys-{}", std::process::id()), host, port);
+    /// Subscribe to `$SYS/#` with the generator's own account.
+    pub fn start(cfg: &crate::transport::mqtt::MqttConfig) -> BrokerSys {
+        let mut o = MqttOptions::new(format!("scalebench-sys-{}", std::process::id()), cfg.host.clone(), cfg.port);
         o.set_keep_alive(Duration::from_secs(30));
+        if let Some(u) = &cfg.username {
+            o.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
+        }
         let (client, mut ev) = AsyncClient::new(o, 64);
         let latest = Arc::new(Mutex::new(BTreeMap::new()));
         let l = latest.clone();

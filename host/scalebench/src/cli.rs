@@ -162,6 +162,28 @@ pub struct RunArgs {
     /// MQTT connections of the generator.
     #[arg(long, default_value_t = 4)]
     pub connections: u32,
+    /// Unacknowledged publishes per MQTT connection (the in-flight window).
+    /// When it is full the SUT is holding the generator back: pushback.
+    #[arg(long, default_value_t = 4096)]
+    pub inflight: u16,
+    /// The generator's MQTT account; its password comes from the
+    /// SCALEBENCH_MQTT_PASSWORD environment variable, never a flag.
+    #[arg(long, value_name = "NAME")]
+    pub mqtt_user: Option<String>,
+    /// This host is a live install and you mean to drive it: allows its
+    /// live default ports and names (repeat for several hosts).
+    #[arg(long, value_name = "HOST")]
+    pub live_host: Vec<String>,
+    /// Live-safety: a cheap, read-only GET of the live install on this host,
+    /// timed against a baseline taken before the run.
+    #[arg(long, value_name = "URL")]
+    pub live_url: Option<String>,
+    /// Live-safety: a sample is bad when the live URL is this many times slower than its baseline (and 0.5 s slower).
+    #[arg(long, default_value_t = 3.0)]
+    pub live_latency_factor: f64,
+    /// Live-safety: a sample is bad when host load per CPU is this many times its baseline (and at least 2).
+    #[arg(long, default_value_t = 1.5)]
+    pub live_load_factor: f64,
     #[arg(long, value_enum, default_value_t = StackKind::Local)]
     pub stack: StackKind,
     /// First port of the local stack (mqtt; postgres is the next).
@@ -187,16 +209,40 @@ pub struct RunArgs {
     /// Calibration: the local historian stores every reading this many ms late.
     #[arg(long, value_name = "MS")]
     pub historian_delay_ms: Option<u64>,
-    /// Crash test: SIGKILL the local historian this long into each step's load, restart it 3 s later.
+    /// Calibration: the local historian acknowledges each message on arrival,
+    /// before its batch is committed (unsafe on purpose: a crash then loses
+    /// acknowledged readings, and the crash test must say so).
+    #[arg(long)]
+    pub historian_ack_before_commit: bool,
+    /// Calibration: a setting for the historian's own ingest session, e.g.
+    /// synchronous_commit=off (repeatable); durability is read as that session sees it.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub historian_session_setting: Vec<String>,
+    /// Calibration: run the local broker with this mosquitto ACL file.
+    #[arg(long, value_name = "FILE")]
+    pub mosquitto_acl: Option<PathBuf>,
+    /// Crash test: SIGKILL the local historian this long into each step's
+    /// load; the stack's supervisor brings it back and the restart is detected.
     #[arg(long, value_name = "DURATION")]
     pub kill_historian_after: Option<String>,
+    /// Crash test: SIGKILL the local PostgreSQL this long into each step's load.
+    #[arg(long, value_name = "DURATION")]
+    pub kill_postgres_after: Option<String>,
+    /// Crash test: SIGKILL a local stack service this long into each step's
+    /// load, as SERVICE:DURATION (e.g. mosquitto:15s); repeatable.
+    #[arg(long, value_name = "SERVICE:DURATION")]
+    pub kill: Vec<String>,
+    /// Calibration: freeze a local stack service with SIGSTOP, as
+    /// SERVICE:AFTER:FOR (e.g. mosquitto:12s:10s); SIGCONT after FOR or at the step's end.
+    #[arg(long, value_name = "SERVICE:AFTER:FOR")]
+    pub freeze: Vec<String>,
     /// Local NATS stack: nodes (3 makes replicas = 3 real).
     #[arg(long, default_value_t = 1)]
     pub nodes: u32,
     /// External NATS stack: comma-separated nats:// URLs.
     #[arg(long)]
     pub nats_url: Option<String>,
-    /// Crash test: SIGKILL node 1 of the local NATS cluster this long into each step's load, restart it 3 s later.
+    /// Crash test: SIGKILL node 1 of the local NATS cluster this long into each step's load; the supervisor brings it back.
     #[arg(long, value_name = "DURATION")]
     pub kill_nats_node_after: Option<String>,
 }

@@ -7,20 +7,25 @@
 //! one `encode` call into the adapter serve the whole slot. The producer runs
 //! on its own thread (it owns the plugin instances) and hands batches to the
 //! transport's bounded channels; when they are full it waits, and that wait
-//! is measured as "behind schedule" rather than buffered in memory.
+//! is measured (channel wait, behind schedule) rather than buffered in memory.
 //!
 //! Each reading's payload ts is its scheduled time, so acknowledgements and
-//! stored rows are compared per second of the schedule.
+//! stored rows are compared per second of the schedule; canaries carry their
+//! scheduled time too, so lag includes any backlog of the generator's own.
+//! The load ends at its wall-clock end: what the schedule held but could not
+//! be handed to the transport by then is "not offered", never sent late.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use plugin_runtime::types::Readings;
 use plugin_runtime::{PluginError, TargetAdapter, ValueModel};
 use tokio::sync::mpsc;
 
+pub use crate::clock::now_ms;
 use crate::transport::{Batch, Carries, Message};
 
 pub const CANARY_EVERY: Duration = Duration::from_secs(2);
@@ -50,19 +55,26 @@ pub struct ProducerLive {
 
 #[derive(Debug)]
 pub struct ProducerReport {
+    /// Readings the schedule holds for the whole window.
+    pub readings_scheduled: u64,
+    /// Readings handed to the transport before the wall-clock end.
     pub readings_offered: u64,
+    /// Readings handed over, by wall-clock second of hand-over (Unix s).
+    pub offered_by_wall_second: BTreeMap<i64, u64>,
+    /// Seconds the producer waited because the transport's channels were
+    /// full: the transport (and behind it the SUT) did not take the load.
+    pub channel_wait_s: f64,
     pub slots: u64,
     pub behind_max_s: f64,
     pub behind_p95_s: f64,
-    /// Wall-clock window of offered payload ts, ms since the epoch: [start, end).
+    /// Window of scheduled payload ts, ms since the epoch: [start, end).
     pub start_ms: i64,
     pub end_ms: i64,
     pub next_canary_seq: u64,
+    /// Stopped before the end (Ctrl-C, live-safety, a closed transport).
     pub stopped_early: bool,
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    /// The wall-clock end came with readings of the schedule still unsent.
+    pub cut_at_wall_end: bool,
 }
 
 /// Plugins travel into the producer thread and back.
@@ -71,8 +83,18 @@ pub struct Plugins {
     pub adapter: TargetAdapter,
 }
 
-/// Run the producer on the calling thread until `spec.duration` is over or
-/// `stop` is set. `addresses[tag]` is where readings of `tag` go.
+/// Readings the schedule holds for `n` points every `interval_ms` over
+/// `duration_ms` (a reading is due at `k*interval + p*interval/n`).
+pub fn scheduled_readings(n: u64, interval_ms: u64, duration_ms: u64) -> u64 {
+    let full = duration_ms / interval_ms;
+    let rem = duration_ms % interval_ms;
+    full * n + (rem * n).div_ceil(interval_ms).min(n)
+}
+
+/// Run the producer on the calling thread until the wall-clock end of
+/// `spec.duration` or `stop`. `addresses[tag]` is where readings of `tag` go.
+/// What the schedule held but could not be handed over by the end is not
+/// offered: the load never runs past its wall-clock window.
 pub fn produce(
     plugins: &mut Plugins,
     spec: &LoadSpec,
@@ -95,16 +117,24 @@ pub fn produce(
     // of payload ts cover whole seconds of load.
     let start_ms = (start_wall + 200).div_euclid(1000) * 1000 + 1000;
     let start_instant = Instant::now() + Duration::from_millis((start_ms - start_wall) as u64);
-    let end_ms = start_ms + spec.duration.as_millis() as i64;
+    let duration_ms = spec.duration.as_millis() as u64;
+    let end_ms = start_ms + duration_ms as i64;
+    let end_instant = start_instant + spec.duration;
 
     let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000, 2).unwrap();
     let mut behind_max_ms = 0u64;
     let mut canary_seq = spec.first_canary_seq;
-    let mut next_canary = start_instant;
+    // Canaries are scheduled like readings: every 2 s of the schedule, each
+    // stamped with its scheduled time, so lag includes any backlog of ours.
+    let mut next_canary_ms = start_ms;
     let mut offered = 0u64;
+    let mut offered_by_wall_second: BTreeMap<i64, u64> = BTreeMap::new();
+    let mut waited = Duration::ZERO;
     let mut slots = 0u64;
     let mut stopped_early = false;
-    let mut batches: Vec<Batch> = (0..conns).map(|_| Vec::new()).collect();
+    let mut cut_at_wall_end = false;
+    let mut batches: Vec<(Batch, u64)> = (0..conns).map(|_| (Vec::new(), 0)).collect();
+    let mut canaries_in_batch: Vec<(u64, i64)> = Vec::new();
 
     'outer: for k in 0.. {
         let interval_start_ms = start_ms + (k * interval_ms) as i64;
@@ -123,6 +153,10 @@ pub fn produce(
             }
             let due = start_instant + Duration::from_millis((slot_start_ms - start_ms) as u64);
             let now = Instant::now();
+            if now >= end_instant {
+                cut_at_wall_end = true;
+                break 'outer;
+            }
             if now < due {
                 std::thread::sleep(due - now);
             } else {
@@ -158,33 +192,48 @@ pub fn produce(
                     let tag = readings.points[r];
                     let ts_s = readings.ts_ms[r].div_euclid(1000);
                     let address = addresses[enc.address_of[i] as usize].clone();
-                    batches[(tag as u64 % conns) as usize].push(Message {
+                    let (batch, carried) = &mut batches[(tag as u64 % conns) as usize];
+                    batch.push(Message {
                         address,
                         payload: payload.slice(begin..end),
                         carries: Carries::Readings { n: carries, ts_s },
                     });
+                    *carried += carries as u64;
                     begin = end;
                     reading_idx += carries as usize;
                 }
-                offered += count as u64;
-                live.readings_offered.fetch_add(count as u64, Ordering::Relaxed);
             }
 
             // The canary rides the same connections and queues as the load.
-            if Instant::now() >= next_canary {
-                let ts = now_ms();
-                let m = plugins.adapter.canary(canary_seq, ts)?;
+            while next_canary_ms <= slot_start_ms && next_canary_ms < end_ms {
+                let m = plugins.adapter.canary(canary_seq, next_canary_ms)?;
                 let address: Arc<str> = Arc::from(m.address.as_str());
-                batches[0].push(Message { address, payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } });
-                live.canaries.lock().unwrap().push((canary_seq, ts));
+                batches[0].0.push(Message { address, payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } });
+                canaries_in_batch.push((canary_seq, next_canary_ms));
                 canary_seq += 1;
-                next_canary += CANARY_EVERY;
+                next_canary_ms += CANARY_EVERY.as_millis() as i64;
             }
 
-            for (c, batch) in batches.iter_mut().enumerate() {
-                if !batch.is_empty() {
-                    let b = std::mem::take(batch);
-                    if !send_or_stop(&senders[c], b, stop) {
+            for (c, (batch, carried)) in batches.iter_mut().enumerate() {
+                if batch.is_empty() {
+                    continue;
+                }
+                let b = std::mem::take(batch);
+                let readings = std::mem::take(carried);
+                match send_until(&senders[c], b, stop, end_instant, &mut waited) {
+                    Sent::Yes => {
+                        offered += readings;
+                        *offered_by_wall_second.entry(now_ms().div_euclid(1000)).or_default() += readings;
+                        live.readings_offered.fetch_add(readings, Ordering::Relaxed);
+                        if c == 0 {
+                            live.canaries.lock().unwrap().append(&mut canaries_in_batch);
+                        }
+                    }
+                    Sent::Deadline => {
+                        cut_at_wall_end = true;
+                        break 'outer;
+                    }
+                    Sent::Stopped => {
                         stopped_early = true;
                         break 'outer;
                     }
@@ -194,19 +243,24 @@ pub fn produce(
     }
 
     // A last canary after the last reading: once it is stored, everything
-    // sent before it on connection 0 has passed the same queue.
+    // sent before it on connection 0 has passed the same queue. It may wait
+    // a little past the end for room in the channel, never long.
     if !stopped_early {
-        let ts = now_ms();
+        let ts = now_ms().min(end_ms);
         let m = plugins.adapter.canary(canary_seq, ts)?;
         let batch = vec![Message { address: Arc::from(m.address.as_str()), payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } }];
-        if send_or_stop(&senders[0], batch, stop) {
+        let mut extra = Duration::ZERO;
+        if send_until(&senders[0], batch, stop, Instant::now().max(end_instant) + Duration::from_secs(5), &mut extra) == Sent::Yes {
             live.canaries.lock().unwrap().push((canary_seq, ts));
             canary_seq += 1;
         }
     }
 
     Ok(ProducerReport {
+        readings_scheduled: scheduled_readings(n, interval_ms, duration_ms),
         readings_offered: offered,
+        offered_by_wall_second,
+        channel_wait_s: waited.as_secs_f64(),
         slots,
         behind_max_s: behind_max_ms as f64 / 1e3,
         behind_p95_s: if hist.is_empty() { 0.0 } else { hist.value_at_quantile(0.95) as f64 / 1e3 },
@@ -216,20 +270,37 @@ pub fn produce(
         end_ms: if stopped_early { now_ms().min(end_ms).div_euclid(1000) * 1000 } else { end_ms },
         next_canary_seq: canary_seq,
         stopped_early,
+        cut_at_wall_end,
     })
 }
 
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    Yes,
+    /// The wall-clock end came first: the batch is not offered.
+    Deadline,
+    /// Stopped, or the channel closed.
+    Stopped,
+}
+
 /// Hand a batch to a connection, waiting while its channel is full, but
-/// never past `stop`: a broker that stops acknowledging must not pin the
-/// producer (and Ctrl-C) forever. False if stopped or the channel closed.
-fn send_or_stop(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -> bool {
-    loop {
+/// never past `deadline` or `stop`: a broker that stops acknowledging must
+/// not pin the producer (and Ctrl-C) forever. Time spent waiting adds to
+/// `waited`.
+fn send_until(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool, deadline: Instant, waited: &mut Duration) -> Sent {
+    let mut since: Option<Instant> = None;
+    let out = loop {
         match tx.try_send(batch) {
-            Ok(()) => return true,
-            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Ok(()) => break Sent::Yes,
+            Err(mpsc::error::TrySendError::Closed(_)) => break Sent::Stopped,
             Err(mpsc::error::TrySendError::Full(b)) => {
                 if stop.load(Ordering::Relaxed) {
-                    return false;
+                    break Sent::Stopped;
+                }
+                let now = Instant::now();
+                since.get_or_insert(now);
+                if now >= deadline {
+                    break Sent::Deadline;
                 }
                 batch = b;
                 // Channels hold several slots of work: 1 ms of latency costs
@@ -237,7 +308,11 @@ fn send_or_stop(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool) -
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+    };
+    if let Some(t) = since {
+        *waited += t.elapsed();
     }
+    out
 }
 
 /// An adapter's encoded batch must be self-consistent before the host

@@ -68,6 +68,10 @@ fn run_once(plugin: &str, probe: &Probe, services: &StackServices) -> Result<(Pr
     }
 }
 
+/// What a probe's error says when the load ended before it finished: its
+/// timings were not taken under load, so it is unmeasured, not passed.
+pub const NOT_UNDER_LOAD: &str = "did not finish while the load ran";
+
 /// Run every probe once cold and `warm_runs` times warm; see the module docs.
 /// Never fails as a whole: every problem lands in its probe's `error`.
 pub fn run_probes(
@@ -76,6 +80,20 @@ pub fn run_probes(
     services: &StackServices,
     budgets: &Budgets,
     warm_runs: usize,
+) -> Vec<ProbeResult> {
+    run_probes_until(probe_set, probes, services, budgets, warm_runs, &std::sync::atomic::AtomicBool::new(false))
+}
+
+/// [`run_probes`], but probes run only while the load runs: once `load_over`
+/// is set, a probe whose runs are not all done is reported as
+/// [`NOT_UNDER_LOAD`] (and the rest are not started).
+pub fn run_probes_until(
+    probe_set: &mut ProbeSet,
+    probes: &[Probe],
+    services: &StackServices,
+    budgets: &Budgets,
+    warm_runs: usize,
+    load_over: &std::sync::atomic::AtomicBool,
 ) -> Vec<ProbeResult> {
     let plugin = probe_set.name().to_string();
     let budgets_file = if budgets.path.as_os_str().is_empty() {
@@ -90,7 +108,12 @@ pub fn run_probes(
         let mut first_rejection: Option<(usize, String)> = None;
         let mut rejected = 0usize;
         let mut checked = 0usize;
+        let mut cut = false;
         for i in 0..=warm_runs {
+            if load_over.load(std::sync::atomic::Ordering::Relaxed) {
+                cut = true;
+                break;
+            }
             let (resp, secs) = match run_once(&plugin, probe, services) {
                 Ok(x) => x,
                 Err(e) => {
@@ -114,6 +137,20 @@ pub fn run_probes(
                 "check failed on {rejected} of {checked} runs (first: {}): {reason}",
                 run_label(i)
             ));
+        }
+        // A run that ended after the load did not run under load.
+        if load_over.load(std::sync::atomic::Ordering::Relaxed) {
+            cut = true;
+        }
+        if cut {
+            out.push(ProbeResult {
+                name: probe.name.clone(),
+                description: probe.description.clone(),
+                ok: false,
+                error: Some(format!("{NOT_UNDER_LOAD} ({} of {} runs done under load)", times.len().saturating_sub(1), warm_runs + 1)),
+                ..Default::default()
+            });
+            continue;
         }
         let cold_s = times.first().copied();
         let warm_runs_s: Vec<f64> = times.iter().skip(1).copied().collect();

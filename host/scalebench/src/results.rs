@@ -88,16 +88,51 @@ pub struct StepResult {
     pub db: Db,
     pub durability: Durability,
     pub topology: Topology,
+    /// Metrics a pass rule needs that could not be read, and why. Any makes
+    /// the step inconclusive: unmeasured is never zero.
+    #[serde(default)]
+    pub unmeasured: Vec<String>,
+    /// Live-safety samples (host load per CPU, live URL latency).
+    #[serde(default)]
+    pub live_safety: Vec<crate::live_safety::LiveSample>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Generator {
     pub published: u64,
     pub acked: u64,
-    /// Acknowledged readings per second over the soak.
+    /// Readings the schedule held for the step's load window.
+    #[serde(default)]
+    pub scheduled: u64,
+    /// Readings handed to the transport before the load's wall-clock end.
+    #[serde(default)]
+    pub offered: u64,
+    /// scheduled − offered: never sent, because the wall-clock end came first.
+    #[serde(default)]
+    pub not_offered: u64,
+    /// Wall-clock seconds of soak the rates below are measured over.
+    #[serde(default)]
+    pub soak_s: f64,
+    /// Readings handed to the transport per wall-clock second of soak.
+    #[serde(default)]
+    pub offered_rps: f64,
+    /// offered_rps / target_rps (below 99 % without pushback: a generator limit).
+    pub offered_ratio: f64,
+    /// Readings acknowledged per wall-clock second of soak, by when each ack arrived.
     pub achieved_rps: f64,
     /// achieved_rps / target_rps.
-    pub offered_ratio: f64,
+    #[serde(default)]
+    pub achieved_ratio: f64,
+    /// Lowest acknowledged rate over any 5 s of the soak (by arrival).
+    #[serde(default)]
+    pub achieved_rps_min_5s: Option<f64>,
+    /// Seconds the transport was held back by the SUT (in-flight window
+    /// full, socket writes blocked), summed over connections.
+    #[serde(default)]
+    pub held_back_s: f64,
+    /// Seconds the producer waited on full transport channels.
+    #[serde(default)]
+    pub channel_wait_s: f64,
     /// How far behind its schedule the generator fell, worst case.
     pub behind_schedule_max_s: f64,
     pub behind_schedule_p95_s: f64,
@@ -118,12 +153,23 @@ pub struct Ingest {
     /// Seconds where stored < 99% of acked (first few), as "unix_s: stored/acked".
     pub short_seconds: Vec<String>,
     pub short_seconds_count: u64,
-    /// Stored readings per second of soak.
-    pub stored_rps: f64,
-    pub stored_rate_ratio: f64,
-    pub stored_rps_per_host_cpu: f64,
-    pub broker_dropped_delta: f64,
-    pub rows_per_day_at_this_rate: f64,
+    /// Acknowledged readings that storage does not hold (sum over seconds of acked − stored).
+    #[serde(default)]
+    pub missing_acked: u64,
+    /// Rows the storage itself wrote per wall-clock second of soak (its own
+    /// write counter, independent of timestamps); None when unmeasured.
+    pub stored_rps: Option<f64>,
+    /// Where stored_rps comes from (e.g. "pg_stat_user_tables inserts+updates").
+    #[serde(default)]
+    pub stored_rps_source: Option<String>,
+    /// Stored readings per second of soak by payload ts (the per-second comparison's view).
+    #[serde(default)]
+    pub stored_rps_by_payload: f64,
+    pub stored_rate_ratio: Option<f64>,
+    pub stored_rps_per_host_cpu: Option<f64>,
+    /// Broker drops over the step; None when they could not be read.
+    pub broker_dropped_delta: Option<f64>,
+    pub rows_per_day_at_this_rate: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -159,6 +205,13 @@ pub struct Resource {
 pub struct ServiceHealth {
     pub restarts: u32,
     pub oom_kills: u32,
+    /// Whether OOM kills could be read (a cgroup counter); an OOM kill also
+    /// shows as an exit by SIGKILL either way.
+    #[serde(default)]
+    pub oom_measured: bool,
+    /// Every unexpected exit during the step, as the process ended.
+    #[serde(default)]
+    pub exits: Vec<String>,
     /// "running", or how it ended.
     pub state: String,
 }
@@ -173,6 +226,9 @@ pub struct Sample {
     pub behind_schedule_s: f64,
     pub cpu_percent: BTreeMap<String, f64>,
     pub rss_bytes: BTreeMap<String, u64>,
+    /// Free bytes of the results disk and of the stack's data disk; None = unmeasured.
+    #[serde(default)]
+    pub disk_free_bytes: BTreeMap<String, Option<u64>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -208,10 +264,23 @@ pub struct Db {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Durability {
+    /// As the server reports them (SHOW on the harness's own session).
     pub fsync: Option<String>,
     pub synchronous_commit: Option<String>,
     pub full_page_writes: Option<String>,
-    /// True only if all three are on.
+    /// As the ingest path's own session sees them, where the target can tell
+    /// (the reference historian records its session's settings).
+    #[serde(default)]
+    pub ingest_fsync: Option<String>,
+    #[serde(default)]
+    pub ingest_synchronous_commit: Option<String>,
+    #[serde(default)]
+    pub ingest_full_page_writes: Option<String>,
+    /// "ingest path" when the ingest session's settings were read, else
+    /// "server-level only".
+    #[serde(default)]
+    pub scope: String,
+    /// True only if all three are on, end to end where that could be read.
     pub comparable: bool,
 }
 

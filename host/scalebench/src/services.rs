@@ -8,10 +8,15 @@
 //!   ones. HTTP goes only to `<base URL><path>`: the path must start with `/`,
 //!   redirects are not followed and a `Host` header is refused, so a plugin
 //!   cannot reach anything the run did not name.
-//! - **Connections.** One connection per database service, opened lazily,
-//!   behind a `Mutex` (plugins and probes share it; calls are serialised).
-//!   [`StackServices::pg_roundtrip`] uses a second connection per service of
-//!   its own, so a sampler timing `SELECT 1` does not wait behind a long probe.
+//! - **Connections.** One connection per (role, database service), opened
+//!   lazily, behind a `Mutex`. A role is who asks: the counting adapter, the
+//!   canary poller, the probe set ([`Scoped`] hands a plugin its role), so a
+//!   slow probe never delays the canary poll and so never inflates lag.
+//!   [`StackServices::pg_roundtrip`] uses a connection of its own too.
+//! - **Read-only.** Every plugin statement runs in a transaction opened
+//!   `READ ONLY` (and every connection has `default_transaction_read_only`),
+//!   so a target or probe set cannot write the rows it then counts: an
+//!   INSERT, UPDATE, DELETE or DDL is refused by the server.
 //!   When a statement fails because the connection is closed, the host
 //!   reconnects once and runs it again; statements sent through here are
 //!   expected to be reads (probes, counting, stats), so this is safe.
@@ -85,10 +90,14 @@ pub struct Timing {
 
 type Conn = Mutex<Option<postgres::Client>>;
 
+/// The role whose connection a request uses when none is given.
+pub const DEFAULT_ROLE: &str = "plugins";
+
 /// SQL and HTTP against the run's own stack, timed; see the module docs.
 pub struct StackServices {
     databases: BTreeMap<String, postgres::Config>,
-    conns: HashMap<String, Conn>,
+    /// Connections by "role/service", made on first use.
+    conns: Mutex<HashMap<String, std::sync::Arc<Conn>>>,
     ping_conns: HashMap<String, Conn>,
     http_bases: BTreeMap<String, String>,
     agent: ureq::Agent,
@@ -135,7 +144,7 @@ impl StackServices {
             }
             bases.insert(name, url);
         }
-        let conns = dbs.keys().map(|k| (k.clone(), Mutex::new(None))).collect();
+        let conns = Mutex::new(HashMap::new());
         let ping_conns = dbs.keys().map(|k| (k.clone(), Mutex::new(None))).collect();
         let mut s = StackServices {
             databases: dbs,
@@ -206,7 +215,10 @@ impl StackServices {
             .connect(postgres::NoTls)
             .map_err(|e| format!("cannot connect to database service `{service}`: {}", pg_error(&e)))?;
         client
-            .batch_execute(&format!("SET statement_timeout = {}", self.timeout.as_millis().max(1)))
+            .batch_execute(&format!(
+                "SET statement_timeout = {}; SET default_transaction_read_only = on",
+                self.timeout.as_millis().max(1)
+            ))
             .map_err(|e| format!("database service `{service}`: cannot set statement_timeout: {}", pg_error(&e)))?;
         Ok(client)
     }
@@ -225,11 +237,10 @@ impl StackServices {
     /// The duration is `f`'s own, on the attempt that counted.
     fn with_conn<T>(
         &self,
-        map: &HashMap<String, Conn>,
+        slot: &Conn,
         service: &str,
-        mut f: impl FnMut(&mut postgres::Client) -> Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut postgres::Client) -> Result<(T, Duration), postgres::Error>,
     ) -> Result<(T, Duration), String> {
-        let slot = self.conn_for(map, service)?;
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
         let mut reconnected = false;
         loop {
@@ -238,9 +249,8 @@ impl StackServices {
                 *guard = Some(self.connect(service)?);
             }
             let client = guard.as_mut().expect("connected above");
-            let t0 = Instant::now();
             match f(client) {
-                Ok(v) => return Ok((v, t0.elapsed())),
+                Ok(v) => return Ok(v),
                 Err(e) if (e.is_closed() || client.is_closed()) && !reconnected => {
                     reconnected = true;
                     *guard = None;
@@ -250,9 +260,15 @@ impl StackServices {
         }
     }
 
-    /// Run `statement` with `params` on database service `database`, timed.
-    /// The duration is `None` when the request never ran (unknown service,
-    /// no connection).
+    /// The connection of `role` to `service`, made on first use.
+    fn role_conn(&self, role: &str, service: &str) -> Result<std::sync::Arc<Conn>, String> {
+        self.conn_for(&self.ping_conns, service)?;
+        let mut map = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(map.entry(format!("{role}/{service}")).or_insert_with(|| std::sync::Arc::new(Mutex::new(None))).clone())
+    }
+
+    /// Run `statement` with `params` on database service `database`, timed,
+    /// on the default role's connection.
     pub fn timed_sql(
         &self,
         plugin: &str,
@@ -260,12 +276,33 @@ impl StackServices {
         statement: &str,
         params: &[SqlValue],
     ) -> (Result<SqlRows, String>, Option<Duration>) {
+        self.timed_sql_as(DEFAULT_ROLE, plugin, database, statement, params)
+    }
+
+    /// Run `statement` with `params` on database service `database`, timed,
+    /// read-only, on `role`'s own connection. The duration (prepare + query)
+    /// is `None` when the request never ran (unknown service, no connection).
+    pub fn timed_sql_as(
+        &self,
+        role: &str,
+        plugin: &str,
+        database: &str,
+        statement: &str,
+        params: &[SqlValue],
+    ) -> (Result<SqlRows, String>, Option<Duration>) {
         let binds: Vec<Param> = params.iter().map(Param).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = binds.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let r = self.with_conn(&self.conns, database, |c| {
-            let stmt = c.prepare(statement)?;
-            let rows = c.query(&stmt, &refs)?;
-            Ok(convert_rows(&stmt, &rows))
+        let r = self.role_conn(role, database).and_then(|slot| {
+            self.with_conn(&slot, database, |c| {
+                let mut tx = c.build_transaction().read_only(true).start()?;
+                let t0 = Instant::now();
+                let stmt = tx.prepare(statement)?;
+                let rows = tx.query(&stmt, &refs)?;
+                let took = t0.elapsed();
+                let converted = convert_rows(&stmt, &rows);
+                tx.rollback()?;
+                Ok((converted, took))
+            })
         });
         let what: String = statement.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(80).collect();
         match r {
@@ -285,10 +322,12 @@ impl StackServices {
 
     /// `SELECT 1` on database service `service`, timed, on a connection of its own.
     pub fn pg_roundtrip(&self, service: &str) -> anyhow::Result<Duration> {
+        let slot = self.conn_for(&self.ping_conns, service).map_err(|e| anyhow!(e))?;
         let ((), d) = self
-            .with_conn(&self.ping_conns, service, |c| {
+            .with_conn(slot, service, |c| {
+                let t0 = Instant::now();
                 c.simple_query("SELECT 1")?;
-                Ok(())
+                Ok(((), t0.elapsed()))
             })
             .map_err(|e| anyhow!("SELECT 1 on database service `{service}`: {e}"))?;
         Ok(d)
@@ -385,6 +424,33 @@ impl HostServices for StackServices {
 
     fn sql(&self, plugin: &str, database: &str, statement: &str, params: &[SqlValue]) -> Result<SqlRows, String> {
         self.timed_sql(plugin, database, statement, params).0
+    }
+}
+
+/// The run's services as one role sees them: its SQL goes over that role's
+/// own connections (see the module docs).
+pub struct Scoped {
+    pub services: std::sync::Arc<StackServices>,
+    pub role: &'static str,
+}
+
+impl Scoped {
+    pub fn new(services: &std::sync::Arc<StackServices>, role: &'static str) -> std::sync::Arc<dyn HostServices> {
+        std::sync::Arc::new(Scoped { services: services.clone(), role })
+    }
+}
+
+impl HostServices for Scoped {
+    fn log(&self, plugin: &str, level: LogLevel, message: &str) {
+        self.services.log(plugin, level, message)
+    }
+
+    fn http(&self, plugin: &str, request: HttpRequest) -> Result<HttpResponse, String> {
+        self.services.timed_http(plugin, &request).0
+    }
+
+    fn sql(&self, plugin: &str, database: &str, statement: &str, params: &[SqlValue]) -> Result<SqlRows, String> {
+        self.services.timed_sql_as(self.role, plugin, database, statement, params).0
     }
 }
 
@@ -727,8 +793,9 @@ impl Drop for StackServices {
     /// runtime of its own, which panics inside an async context: the last
     /// reference may be dropped there, so close connections on a plain thread.
     fn drop(&mut self) {
-        let conns: Vec<Conn> = self.conns.drain().chain(self.ping_conns.drain()).map(|(_, c)| c).collect();
-        let _ = std::thread::spawn(move || drop(conns)).join();
+        let roles: Vec<std::sync::Arc<Conn>> = self.conns.get_mut().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, c)| c).collect();
+        let conns: Vec<Conn> = self.ping_conns.drain().map(|(_, c)| c).collect();
+        let _ = std::thread::spawn(move || drop((roles, conns))).join();
     }
 }
 

@@ -85,25 +85,98 @@ impl Stack {
         }
     }
 
-    /// Is every service still running?
-    pub fn health(&mut self) -> BTreeMap<String, ServiceHealth> {
-        let mut out = BTreeMap::new();
-        let state = |running: bool| ServiceHealth { restarts: 0, oom_kills: 0, state: if running { "running".into() } else { "exited".into() } };
+    /// Bring back any service that exited (local stacks supervise their
+    /// processes, as a container runtime would); one line per event.
+    pub async fn supervise(&mut self) -> Vec<String> {
+        match self {
+            Stack::Local(s) => s.supervise().await,
+            Stack::Nats(c) => tokio::task::block_in_place(|| c.supervise()),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Restarts, exits and OOM kills per service since the stack started,
+    /// read from the processes themselves. None: this stack's processes are
+    /// not visible to scalebench (external), so they are unmeasured.
+    pub fn health_totals(&mut self) -> Option<BTreeMap<String, ServiceHealth>> {
+        let list = match self {
+            Stack::Local(s) => s.health(),
+            Stack::Nats(c) => c.health(),
+            _ => return None,
+        };
+        Some(
+            list.into_iter()
+                .map(|h| {
+                    let state = if h.running { "running".to_string() } else { "exited".to_string() };
+                    (
+                        h.service.clone(),
+                        ServiceHealth {
+                            restarts: h.restarts,
+                            oom_kills: h.oom_kills.unwrap_or(0),
+                            oom_measured: h.oom_kills.is_some(),
+                            exits: h.exits,
+                            state,
+                        },
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// Send `signal` to a service of a local stack by name ("mosquitto",
+    /// "postgres", "reference-historian", "nats-1"), without telling its
+    /// supervisor: a kill is then detected, not declared.
+    pub fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         match self {
             Stack::Local(s) => {
-                for svc in [Service::Postgres, Service::Mosquitto, Service::Historian] {
-                    out.insert(svc.to_string(), state(s.is_running(svc)));
-                }
+                let svc = match service {
+                    "mosquitto" | "broker" => Service::Mosquitto,
+                    "postgres" | "postgresql" => Service::Postgres,
+                    "reference-historian" | "historian" => Service::Historian,
+                    other => return Err(format!("the local stack has no service `{other}` (it has mosquitto, postgres, reference-historian)")),
+                };
+                s.kill(svc, signal).map_err(|e| e.to_string())
             }
             Stack::Nats(c) => {
-                for i in 0..c.node_count() {
-                    out.insert(format!("nats-{i}"), state(c.is_running(i)));
-                }
+                let i: usize = service
+                    .strip_prefix("nats-")
+                    .and_then(|n| n.parse().ok())
+                    .filter(|i| *i < c.node_count())
+                    .ok_or_else(|| format!("the local NATS stack has no service `{service}` (it has nats-0 … nats-{})", c.node_count() - 1))?;
+                c.kill(i, signal).map_err(|e| e.to_string())
             }
-            _ => {}
+            _ => Err(format!("cannot signal `{service}`: an external stack's processes are not scalebench's")),
         }
-        out
     }
+
+    /// Where the stack keeps its data (watched for free space), if it is ours.
+    pub fn data_dir(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Stack::Local(s) => Some(s.paths().run_dir.clone()),
+            Stack::Nats(c) => Some(c.store_dir(0)),
+            _ => None,
+        }
+    }
+}
+
+/// What happened to each service between two health readings.
+pub fn health_delta(before: &BTreeMap<String, ServiceHealth>, after: &BTreeMap<String, ServiceHealth>) -> BTreeMap<String, ServiceHealth> {
+    after
+        .iter()
+        .map(|(name, a)| {
+            let b = before.get(name).cloned().unwrap_or_default();
+            (
+                name.clone(),
+                ServiceHealth {
+                    restarts: a.restarts.saturating_sub(b.restarts),
+                    oom_kills: a.oom_kills.saturating_sub(b.oom_kills),
+                    oom_measured: a.oom_measured,
+                    exits: a.exits.iter().skip(b.exits.len()).cloned().collect(),
+                    state: a.state.clone(),
+                },
+            )
+        })
+        .collect()
 }
 
 /// Parse `mqtt://host:port` (or `host:port`).

@@ -3,21 +3,32 @@
 //! A step passes only if the system under test kept up:
 //! - no data loss: stored ≥ 99 % of acked, overall and in every second of
 //!   payload ts; no lost canaries; broker drops 0;
+//! - no pushback: the SUT accepted the offered rate on the wall clock (acks
+//!   by second of arrival ≥ 99 % of the target), and did not hold the
+//!   transport back (in-flight window full, writes blocked) for more than
+//!   1 % of the soak;
 //! - no growing backlog: lag's last-third median − first-third median ≤ 10 s,
 //!   and p95 lag < 30 s;
 //! - responsive: every probe answered, passed its check, within budget;
 //! - graceful: no service restarted, died or was OOM-killed.
 //!
 //! A step that could not be measured fairly is inconclusive, not failed:
-//! the generator offered < 99 % of the target rate, or the disk ran low.
-//! A SUT failure outranks an inconclusive reason (data lost is data lost).
+//! the generator could not offer 99 % of the target rate without being held
+//! back (its own CPU), a metric a rule needs could not be read, live-safety
+//! tripped, or the disk ran low. A SUT failure outranks an inconclusive
+//! reason (data lost is data lost).
 
 use crate::results::{Status, StepResult};
 
 pub const MIN_STORED_RATIO: f64 = 0.99;
 pub const MIN_OFFERED_RATIO: f64 = 0.99;
+pub const MIN_ACHIEVED_RATIO: f64 = 0.99;
 pub const MAX_P95_LAG_S: f64 = 30.0;
 pub const MAX_LAG_GROWTH_S: f64 = 10.0;
+/// Held back for more than this share of the soak (and at least
+/// [`MIN_HELD_BACK_S`]) is pushback.
+pub const MAX_HELD_BACK_SHARE: f64 = 0.01;
+pub const MIN_HELD_BACK_S: f64 = 1.0;
 
 /// Conditions outside the step's own metrics.
 #[derive(Debug, Default, Clone)]
@@ -29,6 +40,13 @@ pub struct Context {
     /// Failures of the SUT seen by the transport or storage (JetStream
     /// publish errors and stream limits take the place of broker drops).
     pub sut_failures: Vec<String>,
+    /// Live-safety tripped: why.
+    pub live_safety: Option<String>,
+}
+
+/// Was the transport held back long enough to be pushback?
+pub fn held_back_too_long(held_back_s: f64, soak_s: f64) -> bool {
+    held_back_s > (MAX_HELD_BACK_SHARE * soak_s).max(MIN_HELD_BACK_S)
 }
 
 /// Decide status and reasons; reasons are ordered most important first.
@@ -54,8 +72,24 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     if step.lag.lost > 0 {
         fail.push(format!("{} lost canaries (not stored in time)", step.lag.lost));
     }
-    if i.broker_dropped_delta > 0.0 {
-        fail.push(format!("broker dropped {} messages (a subscriber's queue overflowed)", i.broker_dropped_delta));
+    if let Some(d) = i.broker_dropped_delta {
+        if d > 0.0 {
+            fail.push(format!("broker dropped {d} messages (a subscriber's queue overflowed)"));
+        }
+    }
+    let g = &step.generator;
+    let pushback = held_back_too_long(g.held_back_s, g.soak_s);
+    if step.target_rps > 0.0 && (pushback || (g.achieved_ratio < MIN_ACHIEVED_RATIO && g.offered_ratio >= MIN_OFFERED_RATIO)) {
+        fail.push(format!(
+            "pushback: the SUT accepted {:.0} readings/s of the {:.0}/s target ({:.1}%{}); the transport was held back {:.1} s of the {:.0} s soak{}",
+            g.achieved_rps,
+            step.target_rps,
+            g.achieved_ratio * 100.0,
+            g.achieved_rps_min_5s.map(|m| format!(", {m:.0}/s in its slowest 5 s")).unwrap_or_default(),
+            g.held_back_s,
+            g.soak_s,
+            if g.not_offered > 0 { format!(", {} readings not offered by the wall-clock end", g.not_offered) } else { String::new() }
+        ));
     }
     if let Some(p95) = step.lag.p95_s {
         if p95 >= MAX_P95_LAG_S {
@@ -74,18 +108,33 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         }
     }
     for (svc, h) in &step.containers {
-        if h.restarts > 0 || h.oom_kills > 0 || h.state != "running" {
-            fail.push(format!("{svc}: {} (restarts {}, OOM kills {})", h.state, h.restarts, h.oom_kills));
+        if h.restarts > 0 || h.oom_kills > 0 || h.state != "running" || !h.exits.is_empty() {
+            let how = if h.exits.is_empty() { String::new() } else { format!(": {}", h.exits.join("; ")) };
+            let what = if h.oom_kills > 0 {
+                "OOM kill"
+            } else if h.restarts > 0 {
+                "restart"
+            } else {
+                "exit"
+            };
+            fail.push(format!("{svc}: {what} (restarts {}, OOM kills {}, now {}){how}", h.restarts, h.oom_kills, h.state));
         }
     }
 
-    if step.target_rps > 0.0 && step.generator.offered_ratio < MIN_OFFERED_RATIO {
+    if step.target_rps > 0.0 && !pushback && g.offered_ratio < MIN_OFFERED_RATIO && g.achieved_ratio < MIN_ACHIEVED_RATIO {
         inconclusive.push(format!(
-            "generator offered {:.1}% of the target rate ({:.0} of {:.0} readings/s): a generator limit, not the SUT's",
-            step.generator.offered_ratio * 100.0,
-            step.generator.achieved_rps,
-            step.target_rps
+            "generator offered {:.1}% of the target rate ({:.0} of {:.0} readings/s) without being held back by the SUT ({:.1} s): a generator limit, not the SUT's",
+            g.offered_ratio * 100.0,
+            g.offered_rps,
+            step.target_rps,
+            g.held_back_s
         ));
+    }
+    for what in &step.unmeasured {
+        inconclusive.push(format!("not measured: {what}"));
+    }
+    if let Some(why) = &ctx.live_safety {
+        inconclusive.push(format!("live-safety: {why}"));
     }
     if let Some(d) = &ctx.disk_low {
         inconclusive.push(format!("disk low: {d}"));
@@ -122,8 +171,15 @@ mod tests {
             target_rps: 200.0,
             started_utc: String::new(),
             duration_s: 30.0,
-            generator: Generator { achieved_rps: 200.0, offered_ratio: 1.0, ..Default::default() },
-            ingest: Ingest { acked: 6000, stored: 6000, stored_ratio: 1.0, ..Default::default() },
+            generator: Generator {
+                achieved_rps: 200.0,
+                achieved_ratio: 1.0,
+                offered_rps: 200.0,
+                offered_ratio: 1.0,
+                soak_s: 30.0,
+                ..Default::default()
+            },
+            ingest: Ingest { acked: 6000, stored: 6000, stored_ratio: 1.0, broker_dropped_delta: Some(0.0), ..Default::default() },
             lag: Lag { canaries_sent: 15, p95_s: Some(0.3), first_third_median_s: Some(0.2), last_third_median_s: Some(0.25), ..Default::default() },
             broker: Default::default(),
             resources: Default::default(),
@@ -133,6 +189,8 @@ mod tests {
             db: Default::default(),
             durability: Default::default(),
             topology: Default::default(),
+            unmeasured: vec![],
+            live_safety: vec![],
         }
     }
 
@@ -147,7 +205,11 @@ mod tests {
             (Box::new(|s| { s.ingest.stored = 5880; s.ingest.stored_ratio = 0.98; }), "data loss"),
             (Box::new(|s| s.ingest.short_seconds_count = 2), "second(s)"),
             (Box::new(|s| s.lag.lost = 1), "lost canaries"),
-            (Box::new(|s| s.ingest.broker_dropped_delta = 935.0), "broker dropped"),
+            (Box::new(|s| s.ingest.broker_dropped_delta = Some(935.0)), "broker dropped"),
+            (Box::new(|s| { s.generator.held_back_s = 10.0; }), "pushback"),
+            (Box::new(|s| { s.generator.achieved_rps = 100.0; s.generator.achieved_ratio = 0.5; }), "pushback"),
+            (Box::new(|s| { s.containers.insert("mosquitto".into(), ServiceHealth { restarts: 1, state: "running".into(), exits: vec!["killed by signal 9 (SIGKILL)".into()], ..Default::default() }); }), "mosquitto: restart"),
+            (Box::new(|s| { s.containers.insert("postgres".into(), ServiceHealth { restarts: 1, oom_kills: 1, oom_measured: true, state: "running".into(), ..Default::default() }); }), "postgres: OOM kill"),
             (Box::new(|s| s.lag.p95_s = Some(31.0)), "p95 lag"),
             (Box::new(|s| { s.lag.first_third_median_s = Some(1.0); s.lag.last_third_median_s = Some(12.0); }), "growing backlog"),
             (Box::new(|s| s.probes.push(ProbeResult { name: "latest-all".into(), ok: false, error: Some("over budget".into()), ..Default::default() })), "probe latest-all"),
@@ -163,12 +225,45 @@ mod tests {
     }
 
     #[test]
+    fn pushback_names_the_rate_the_sut_accepted() {
+        let mut s = good();
+        s.generator.held_back_s = 12.0;
+        s.generator.achieved_rps = 110.0;
+        s.generator.achieved_ratio = 0.55;
+        s.generator.offered_ratio = 0.56;
+        s.generator.achieved_rps_min_5s = Some(0.0);
+        let (status, reasons) = decide(&s, &Context::default());
+        assert_eq!(status, Status::Fail);
+        assert!(reasons[0].contains("pushback: the SUT accepted 110 readings/s of the 200/s target"), "{reasons:?}");
+        assert!(reasons[0].contains("0/s in its slowest 5 s"), "{reasons:?}");
+        // A short hold-back (under 1 % of the soak, and under 1 s) is not pushback.
+        let mut s = good();
+        s.generator.held_back_s = 0.2;
+        assert_eq!(decide(&s, &Context::default()).0, Status::Pass);
+    }
+
+    #[test]
+    fn unmeasured_is_inconclusive_never_zero() {
+        let mut s = good();
+        s.ingest.broker_dropped_delta = None;
+        s.unmeasured.push("broker drops: $SYS not readable".into());
+        let (status, reasons) = decide(&s, &Context::default());
+        assert_eq!(status, Status::Inconclusive);
+        assert!(reasons[0].contains("not measured: broker drops"), "{reasons:?}");
+        let (status, reasons) = decide(&good(), &Context { live_safety: Some("load".into()), ..Default::default() });
+        assert_eq!(status, Status::Inconclusive);
+        assert!(reasons[0].starts_with("live-safety"), "{reasons:?}");
+    }
+
+    #[test]
     fn a_generator_limit_is_inconclusive_not_a_failure() {
         let mut s = good();
         s.generator.offered_ratio = 0.9;
+        s.generator.offered_rps = 180.0;
+        s.generator.achieved_ratio = 0.9;
         let (status, reasons) = decide(&s, &Context::default());
         assert_eq!(status, Status::Inconclusive);
-        assert!(reasons[0].contains("generator offered 90.0%"));
+        assert!(reasons[0].contains("generator offered 90.0%"), "{reasons:?}");
         let (status, _) = decide(&good(), &Context { disk_low: Some("0.5 GB free".into()), ..Default::default() });
         assert_eq!(status, Status::Inconclusive);
         // Data loss outranks a generator limit.

@@ -12,7 +12,7 @@ use local_stack::{LocalStack, StackOptions};
 
 use crate::budgets::Budgets;
 use crate::cli::{PluginOptions, RunArgs, StackKind, UsageError};
-use crate::ladder::{self, LadderConfig};
+use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
 use crate::stack::{self, Stack};
 
@@ -74,6 +74,67 @@ fn usage(e: String) -> anyhow::Error {
     UsageError(e).into()
 }
 
+/// `--kill SERVICE:DURATION`, `--freeze SERVICE:AFTER:FOR` and the named crash flags.
+fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
+    let dur = |flag: &str, v: &str| parse_duration(v).map_err(|e| usage(format!("{flag}: {e}")));
+    let mut out = Vec::new();
+    for (flag, service, v) in [
+        ("--kill-historian-after", "reference-historian", &args.kill_historian_after),
+        ("--kill-postgres-after", "postgres", &args.kill_postgres_after),
+        ("--kill-nats-node-after", "nats-1", &args.kill_nats_node_after),
+    ] {
+        if let Some(v) = v {
+            let service = if service == "nats-1" && args.nodes < 2 { "nats-0" } else { service };
+            out.push(Fault { service: service.into(), after: dur(flag, v)?, kind: FaultKind::Kill });
+        }
+    }
+    for k in &args.kill {
+        let (svc, after) = k.split_once(':').ok_or_else(|| usage(format!("--kill {k}: give SERVICE:DURATION, e.g. mosquitto:15s")))?;
+        out.push(Fault { service: svc.into(), after: dur("--kill", after)?, kind: FaultKind::Kill });
+    }
+    for f in &args.freeze {
+        let parts: Vec<&str> = f.split(':').collect();
+        let [svc, after, for_] = parts[..] else {
+            return Err(usage(format!("--freeze {f}: give SERVICE:AFTER:FOR, e.g. mosquitto:12s:10s")));
+        };
+        out.push(Fault { service: svc.into(), after: dur("--freeze", after)?, kind: FaultKind::Freeze(dur("--freeze", for_)?) });
+    }
+    if !out.is_empty() && args.stack != StackKind::Local {
+        return Err(usage("--kill, --freeze and the crash-test flags need --stack local (they signal the local stack's processes)".into()));
+    }
+    Ok(out)
+}
+
+/// Every probe of the probe set has a budget, and every budget names a
+/// probe of the set: a typo is an error before anything starts.
+fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, budgets: &Budgets) -> anyhow::Result<()> {
+    let Some(spec) = &cfg.probes else { return Ok(()) };
+    let plugin = crate::catalog::load(rt, spec)?;
+    let mut model = plugin_runtime::ValueModel::instantiate(rt, &crate::catalog::load(rt, &cfg.model)?)?;
+    model.configure(&cfg.model_params).map_err(crate::commands::gen::user_error)?;
+    let first = cfg.steps.first().copied().unwrap_or(1).min(1000) as u32;
+    let tags = model.tags(cfg.seed, 0, first)?;
+    let mut ps = plugin_runtime::ProbeSet::instantiate(rt, &plugin, Arc::new(plugin_runtime::NoServices))?;
+    let probes = ps.setup(&cfg.probe_params, &tags).map_err(crate::commands::gen::user_error)?;
+    let names: Vec<&str> = probes.iter().map(|p| p.name.as_str()).collect();
+    let file = budgets.path.display().to_string();
+    if let Some(missing) = names.iter().find(|n| budgets.get(n).is_none()) {
+        return Err(crate::error::Error::Budgets {
+            problem: format!("probe `{missing}` of probe set {spec} has no budget in {file}"),
+            hint: format!("add a budget for `{missing}` (mark it \"source\": \"provisional\" until measured)"),
+        }
+        .into());
+    }
+    if let Some(extra) = budgets.names().find(|b| !names.contains(b)) {
+        return Err(crate::error::Error::Budgets {
+            problem: format!("{file} has a budget for `{extra}`, which probe set {spec} does not have (its probes: {})", names.join(", ")),
+            hint: "fix the name in the budgets file, or pass the budgets of this probe set with --budgets".into(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let steps = match &args.steps {
@@ -111,6 +172,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         continue_on_fail: args.continue_on_fail,
         seed: args.seed,
         connections: args.connections,
+        inflight: args.inflight,
+        mqtt_user: args.mqtt_user.clone(),
+        mqtt_password: std::env::var("SCALEBENCH_MQTT_PASSWORD").ok(),
         model: args.model.clone(),
         model_params: args.model_params.clone(),
         target: args.target.clone(),
@@ -124,25 +188,13 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         command_line: std::env::args().collect(),
         min_disk_free_bytes: (args.min_disk_free_gb * 1e9) as u64,
         repo_dir,
-        kill_nats_node_after: args
-            .kill_nats_node_after
-            .as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|e| usage(format!("--kill-nats-node-after: {e}")))?,
-        kill_historian_after: args
-            .kill_historian_after
-            .as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|e| usage(format!("--kill-historian-after: {e}")))?,
+        faults: faults(&args)?,
+        live: crate::live_safety::Config {
+            url: args.live_url.clone(),
+            latency_factor: args.live_latency_factor,
+            load_factor: args.live_load_factor,
+        },
     };
-    if cfg.kill_nats_node_after.is_some() && args.stack != StackKind::Local {
-        return Err(usage("--kill-nats-node-after needs --stack local (it kills a node of the local NATS cluster)".into()));
-    }
-    if cfg.kill_historian_after.is_some() && args.stack != StackKind::Local {
-        return Err(usage("--kill-historian-after needs --stack local (it kills the local reference historian)".into()));
-    }
     let plugin_rt = crate::catalog::runtime(opts)?;
     // Fail on bad plugins before starting any process.
     for spec in [&cfg.model, &cfg.target].into_iter().chain(cfg.probes.as_ref()) {
@@ -162,6 +214,20 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     if wants_nats && cfg.probes.as_deref() == Some("historian-sql") && args.probes_defaulted() {
         // The default probe set reads a historian's SQL; a stream has none.
         cfg.probes = None;
+    }
+    check_budgets(&plugin_rt, &cfg, &budgets)?;
+    // The isolation guard, for external stacks too: never a live install by accident.
+    if args.stack == StackKind::External {
+        if let Some(u) = &args.mqtt_url {
+            let (h, p) = stack::parse_mqtt_url(u).map_err(usage)?;
+            crate::guard::check_endpoint("MQTT broker", &h, p, &args.live_host)?;
+        }
+        if let Some(pg) = &args.pg_url {
+            crate::guard::check_pg(pg, &args.live_host)?;
+        }
+        if let Some(n) = &args.nats_url {
+            crate::guard::check_nats_urls(n, &args.live_host)?;
+        }
     }
 
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -198,6 +264,13 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 so.historian.leading_args = vec!["reference-historian".into()];
                 so.historian.drop_one_in = args.historian_drop_one_in;
                 so.historian.delay_ms = args.historian_delay_ms;
+                //PENDING so.historian.ack_before_commit = args.historian_ack_before_commit;
+                for kv in &args.historian_session_setting {
+                    let (k, v) = kv.split_once('=').ok_or_else(|| usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off")))?;
+                    //PENDING so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
+                    let _ = (k, v);
+                }
+                //PENDING so.mosquitto_acl_file = args.mosquitto_acl.clone();
                 eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
                 let s = LocalStack::start(so).await.context("cannot start the local stack")?;
                 Stack::Local(s)

@@ -24,6 +24,11 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// A count or rate rounded to a whole number, with separators; "-" if not finite.
+/// A value that may not have been measured: "n/m", never 0.
+pub fn measured(x: Option<f64>) -> String {
+    x.map(whole).unwrap_or_else(|| "n/m".into())
+}
+
 pub fn whole(x: f64) -> String {
     if !x.is_finite() {
         return "-".into();
@@ -154,12 +159,12 @@ fn render_run(r: &RunResult, out: &mut String) {
             thousands(s.points),
             status(s.status).to_string(),
             whole(g.achieved_rps),
-            whole(i.stored_rps),
-            whole(i.stored_rps_per_host_cpu),
+            measured(i.stored_rps),
+            measured(i.stored_rps_per_host_cpu),
             stored_pct,
             s.lag.p95_s.map(seconds).unwrap_or_else(|| "-".into()),
             thousands(s.lag.lost),
-            whole(i.broker_dropped_delta),
+            measured(i.broker_dropped_delta),
         ];
         for n in &names {
             match s.probes.iter().find(|p| p.name == *n) {
@@ -291,9 +296,9 @@ mod tests {
                 acked: (rps * 300.0) as u64,
                 stored: (rps * 300.0 * 0.9969) as u64,
                 stored_ratio: 0.9969,
-                stored_rps: rps * 1.018,
-                stored_rps_per_host_cpu: rps * 1.018 / 2.0,
-                broker_dropped_delta: if points > 2000 { 115_903.0 } else { 0.0 },
+                stored_rps: Some(rps * 1.018),
+                stored_rps_per_host_cpu: Some(rps * 1.018 / 2.0),
+                broker_dropped_delta: if points > 2000 { Some(115_903.0) } else if points > 1000 { None } else { Some(0.0) },
                 ..Default::default()
             },
             lag: Lag { canaries_sent: 150, lost: 0, p95_s: Some(0.45), ..Default::default() },
@@ -305,6 +310,8 @@ mod tests {
             db: Default::default(),
             durability: Durability { comparable: true, ..Default::default() },
             topology: Default::default(),
+            unmeasured: vec![],
+            live_safety: vec![],
         }
     }
 

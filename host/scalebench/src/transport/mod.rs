@@ -49,6 +49,12 @@ pub struct AckCounts {
     pub input_drained: bool,
     /// Readings acknowledged, by second of payload ts.
     pub acked_by_second: BTreeMap<i64, u64>,
+    /// Readings acknowledged, by wall-clock second the ack arrived (Unix s):
+    /// what the SUT accepted when, whatever the payloads say.
+    pub acked_by_arrival_second: BTreeMap<i64, u64>,
+    /// Seconds the transport could not send because the SUT held it back:
+    /// the in-flight window was full, or a write to the socket blocked.
+    pub held_back_s: f64,
     pub readings_published: u64,
     pub readings_acked: u64,
     pub topology_acked: u64,
@@ -62,20 +68,21 @@ pub struct AckCounts {
 
 impl AckCounts {
     /// Count one acknowledged message; returns the readings it carried.
-    /// `at_ms` is when the ack arrived, kept for canaries where an ack
-    /// means "stored" (JetStream).
-    pub fn record_ack(&mut self, carries: Carries, at_ms: Option<i64>) -> u64 {
+    /// `at_ms` is when the ack arrived (wall clock, ms since the epoch);
+    /// `ack_means_stored` keeps it for canaries (JetStream).
+    pub fn record_ack(&mut self, carries: Carries, at_ms: i64, ack_means_stored: bool) -> u64 {
         self.acked_msgs += 1;
         match carries {
             Carries::Readings { n, ts_s } => {
                 *self.acked_by_second.entry(ts_s).or_default() += n as u64;
+                *self.acked_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
                 self.readings_acked += n as u64;
                 n as u64
             }
             Carries::Canary { seq } => {
                 self.canaries_acked += 1;
-                if let Some(at) = at_ms {
-                    self.canary_acked_at.insert(seq, at);
+                if ack_means_stored {
+                    self.canary_acked_at.insert(seq, at_ms);
                 }
                 0
             }
@@ -102,6 +109,10 @@ impl AckCounts {
         for (s, n) in &o.acked_by_second {
             *self.acked_by_second.entry(*s).or_default() += n;
         }
+        for (s, n) in &o.acked_by_arrival_second {
+            *self.acked_by_arrival_second.entry(*s).or_default() += n;
+        }
+        self.held_back_s += o.held_back_s;
         self.readings_published += o.readings_published;
         self.readings_acked += o.readings_acked;
         self.topology_acked += o.topology_acked;

@@ -24,6 +24,10 @@ use tokio::task::JoinHandle;
 use super::mqtt_wire::{self, Incoming};
 use super::{note_error, AckCounts, Batch, Carries};
 
+/// A socket write that takes longer than this was held back by the broker
+/// (its receive buffer full), not slowed by our own CPU.
+const WRITE_BLOCKED: Duration = Duration::from_millis(20);
+
 #[derive(Debug, Clone)]
 pub struct MqttConfig {
     pub host: String,
@@ -328,6 +332,7 @@ async fn run_connection(
                                 buf.clear();
                                 last_write = Instant::now();
                             }
+                            let waited = Instant::now();
                             let acquired = loop {
                                 tokio::select! {
                                     p = window.clone().acquire_owned() => break Some(p.expect("semaphore closed")),
@@ -338,6 +343,7 @@ async fn run_connection(
                                     }
                                 }
                             };
+                            counts.lock().unwrap().held_back_s += waited.elapsed().as_secs_f64();
                             match acquired {
                                 Some(p) => p,
                                 None => {
@@ -359,8 +365,14 @@ async fn run_connection(
                 }
             }
             if failed.is_none() && !buf.is_empty() {
+                let t = Instant::now();
                 if let Err(e) = wr.write_all(&buf).await {
                     failed = Some(e.to_string());
+                }
+                // A write that waits is a socket the broker is not reading.
+                let took = t.elapsed();
+                if took > WRITE_BLOCKED {
+                    counts.lock().unwrap().held_back_s += took.as_secs_f64();
                 }
                 buf.clear();
                 last_write = Instant::now();
@@ -428,13 +440,14 @@ async fn read_acks(
                 }
             }
             if !acks.is_empty() {
+                let at = crate::clock::now_ms();
                 let mut table = inflight.lock().unwrap();
                 let mut c = counts.lock().unwrap();
                 let mut released = 0;
                 for id in acks {
                     if let Some(carries) = table.remove(id) {
                         released += 1;
-                        acked_readings += c.record_ack(carries, None);
+                        acked_readings += c.record_ack(carries, at, false);
                     }
                 }
                 window.add_permits(released);

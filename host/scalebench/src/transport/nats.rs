@@ -82,7 +82,15 @@ pub async fn ensure_stream(
         max_messages: if max_msgs > 0 { max_msgs } else { -1 },
         ..Default::default()
     };
-    let _ = js.delete_stream(name).await;
+    // Never delete or reuse a stream this run did not create: its messages
+    // would be counted as ours, and it may be somebody's data.
+    if js.get_stream(name).await.is_ok() {
+        return Err(NatsError::Stream {
+            stream: name.into(),
+            detail: "a stream with this name already exists on the server".into(),
+            hint: "scalebench only writes to a stream it creates itself and never deletes one it did not create: delete it yourself if it is a leftover of an earlier run, or give the target another stream name (--target-params '{\"stream\":\"...\"}')".into(),
+        });
+    }
     js.create_stream(cfg).await.map_err(|e| NatsError::Stream {
         stream: name.into(),
         detail: e.to_string(),
@@ -157,7 +165,7 @@ impl NatsTransport {
 
 fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
     let at = now_ms();
-    let readings = c.record_ack(carries, Some(at));
+    let readings = c.record_ack(carries, at, true);
     live.readings_acked.fetch_add(readings, Ordering::Relaxed);
     if let Carries::Canary { seq } = carries {
         canary_acks.lock().unwrap().insert(seq, at);
@@ -199,10 +207,14 @@ async fn run_connection(
                     count_ack(&mut c, &live, m.carries, &canary_acks);
                 }
                 Some(w) => {
-                    while outstanding.len() >= w.max(1) {
-                        if let Some((carries, r)) = outstanding.next().await {
-                            settle(carries, r, &counts, &live, &canary_acks);
+                    if outstanding.len() >= w.max(1) {
+                        let waited = std::time::Instant::now();
+                        while outstanding.len() >= w.max(1) {
+                            if let Some((carries, r)) = outstanding.next().await {
+                                settle(carries, r, &counts, &live, &canary_acks);
+                            }
                         }
+                        counts.lock().unwrap().held_back_s += waited.elapsed().as_secs_f64();
                     }
                     match js.publish(m.address.to_string(), m.payload).await {
                         Ok(ack) => {

@@ -130,7 +130,8 @@ impl Guest for Baler {
 
     fn stored(window: Window) -> Result<Vec<PerSecond>, String> {
         let p = params();
-        Ok(sql::stored(&p, &HostDb(p.database.clone()), window.start_ms, window.end_ms)?
+        let points = WIRE.with(|w| w.borrow().point_ids());
+        Ok(sql::stored(&p, &HostDb(p.database.clone()), window.start_ms, window.end_ms, &points)?
             .into_iter()
             .map(|(second_ms, count)| PerSecond { second_ms, count })
             .collect())

@@ -173,20 +173,43 @@ pub fn preflight(p: &Params, db: &dyn Db) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
-/// Readings per second of payload ts in [start, end), canaries excluded.
+/// Readings per second of payload ts in [start, end) of this run's points
+/// only (`$3`, a text[] of point ids): rows another writer puts in the same
+/// table never count, so they cannot hide a loss. Canaries are not points.
 pub fn stored_statement(table: &str) -> String {
     format!(
-        "SELECT (floor(extract(epoch FROM ts)) * 1000)::bigint AS second_ms, count(*)::bigint AS readings \
-         FROM {table} \
-         WHERE ts >= timestamptz 'epoch' + $1::bigint * interval '1 millisecond' \
-           AND ts < timestamptz 'epoch' + $2::bigint * interval '1 millisecond' \
-           AND point <> '{CANARY_POINT}' \
+        "SELECT (floor(extract(epoch FROM h.ts)) * 1000)::bigint AS second_ms, count(*)::bigint AS readings \
+         FROM {table} h JOIN unnest($3::text[]) AS run(point) ON h.point = run.point \
+         WHERE h.ts >= timestamptz 'epoch' + $1::bigint * interval '1 millisecond' \
+           AND h.ts < timestamptz 'epoch' + $2::bigint * interval '1 millisecond' \
+           AND h.point <> '{CANARY_POINT}' \
          GROUP BY 1 ORDER BY 1"
     )
 }
 
-pub fn stored(p: &Params, db: &dyn Db, start_ms: i64, end_ms: i64) -> Result<Vec<(i64, u64)>, String> {
-    if end_ms <= start_ms {
+/// A PostgreSQL array literal of text: `{"a","b\"c"}`.
+pub fn text_array(items: &[String]) -> String {
+    let mut out = String::with_capacity(items.iter().map(|s| s.len() + 3).sum::<usize>() + 2);
+    out.push('{');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in s.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    }
+    out.push('}');
+    out
+}
+
+pub fn stored(p: &Params, db: &dyn Db, start_ms: i64, end_ms: i64, points: &[String]) -> Result<Vec<(i64, u64)>, String> {
+    if end_ms <= start_ms || points.is_empty() {
         return Ok(Vec::new());
     }
     let rows = ask(
@@ -194,7 +217,7 @@ pub fn stored(p: &Params, db: &dyn Db, start_ms: i64, end_ms: i64) -> Result<Vec
         db,
         "counting stored readings",
         &stored_statement(&p.table),
-        vec![Value::Int(start_ms), Value::Int(end_ms)],
+        vec![Value::Int(start_ms), Value::Int(end_ms), Value::Text(text_array(points))],
     )?;
     rows.rows
         .iter()
@@ -254,8 +277,36 @@ pub fn stats(p: &Params, db: &dyn Db) -> Result<Vec<Stat>, String> {
         number: est,
         text: if est.is_none() { Some("unknown: table not analyzed yet".into()) } else { None },
     });
+    // The storage's own write counter (independent of row timestamps).
+    let w = ask(p, db, "reading the table's write counter", WRITES_STATEMENT, vec![Value::Text(p.table.clone())])?;
+    out.push(Stat {
+        name: "ingest.rows_written_total".into(),
+        number: cell(&w, 0, 0, "write counter")?.as_f64(),
+        text: Some(format!("pg_stat_user_tables inserts+updates on {}", p.table)),
+    });
+    // Durability as the ingest path's own session sees it, where the
+    // ingester records it (the reference historian does).
+    let e = ask(p, db, "looking for the ingest session's settings", "SELECT to_regclass('ingest_session') IS NOT NULL", vec![])?;
+    if cell(&e, 0, 0, "ingest_session")?.as_bool() == Some(true) {
+        let s = ask(p, db, "reading the ingest session's settings", INGEST_SETTINGS_STATEMENT, vec![])?;
+        if !s.rows.is_empty() {
+            for (i, name) in ["durability.ingest.fsync", "durability.ingest.synchronous_commit", "durability.ingest.full_page_writes"]
+                .into_iter()
+                .enumerate()
+            {
+                out.push(Stat { name: name.into(), number: None, text: cell(&s, 0, i, "ingest settings")?.as_text() });
+            }
+        }
+    }
     Ok(out)
 }
+
+/// Inserts + updates the server counted on the table and its partitions.
+pub const WRITES_STATEMENT: &str = "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0)::float8 FROM pg_stat_user_tables \
+     WHERE relid = to_regclass($1::text) OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1::text))";
+
+/// The newest ingest session's settings (any session off makes the path non-durable: the least durable is reported).
+pub const INGEST_SETTINGS_STATEMENT: &str = "SELECT min(fsync), min(synchronous_commit), min(full_page_writes) FROM ingest_session";
 
 #[cfg(test)]
 mod tests {
@@ -349,16 +400,22 @@ mod tests {
                 vec![t("1796047201000"), Value::Float(1999.0)],
             ]),
         )]);
-        let s = stored(&p, &db, 1_796_047_200_000, 1_796_047_202_000).unwrap();
+        let pts = vec!["s0/e0/a".to_string(), "s0/e0/\"b".to_string()];
+        let s = stored(&p, &db, 1_796_047_200_000, 1_796_047_202_000, &pts).unwrap();
         assert_eq!(s, vec![(1_796_047_200_000, 2000), (1_796_047_201_000, 1999)]);
         let asked = db.asked.borrow();
-        assert_eq!(asked[0].1, vec![Value::Int(1_796_047_200_000), Value::Int(1_796_047_202_000)]);
-        assert!(asked[0].0.contains("$1::bigint") && asked[0].0.contains("$2::bigint"));
+        assert_eq!(
+            asked[0].1,
+            vec![Value::Int(1_796_047_200_000), Value::Int(1_796_047_202_000), Value::Text(r#"{"s0/e0/a","s0/e0/\"b"}"#.into())]
+        );
+        assert!(asked[0].0.contains("$1::bigint") && asked[0].0.contains("$2::bigint") && asked[0].0.contains("unnest($3::text[])"));
         assert!(asked[0].0.contains("point <> 'canary/lag'"));
-        assert!(stored(&p, &db, 5, 5).unwrap().is_empty());
+        assert!(stored(&p, &db, 5, 5, &pts).unwrap().is_empty());
+        // No points of this run: nothing of it can be stored.
+        assert!(stored(&p, &db, 0, 5, &[]).unwrap().is_empty());
 
         let bad = fake(vec![("GROUP BY", rows(vec![vec![Value::Null, Value::Int(1)]]))]);
-        assert!(stored(&p, &bad, 0, 1).unwrap_err().contains("second_ms"));
+        assert!(stored(&p, &bad, 0, 1, &pts).unwrap_err().contains("second_ms"));
     }
 
     #[test]
@@ -377,6 +434,9 @@ mod tests {
         let db = fake(vec![
             ("current_setting", rows(vec![vec![t("on"), t("off"), t("on")]])),
             ("pg_total_relation_size", rows(vec![vec![Value::Int(8192), Value::Int(1 << 20), Value::Float(-1.0)]])),
+            ("n_tup_ins", rows(vec![vec![Value::Float(1234.0)]])),
+            ("to_regclass('ingest_session')", rows(vec![vec![Value::Bool(true)]])),
+            ("FROM ingest_session", rows(vec![vec![t("on"), t("off"), t("on")]])),
         ]);
         let s = stats(&p, &db).unwrap();
         let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
@@ -388,9 +448,15 @@ mod tests {
                 "durability.full_page_writes",
                 "db.table_bytes",
                 "db.database_bytes",
-                "db.rows_estimate"
+                "db.rows_estimate",
+                "ingest.rows_written_total",
+                "durability.ingest.fsync",
+                "durability.ingest.synchronous_commit",
+                "durability.ingest.full_page_writes"
             ]
         );
+        assert_eq!(s[6].number, Some(1234.0));
+        assert_eq!(s[8].text.as_deref(), Some("off"));
         assert_eq!(s[1].text.as_deref(), Some("off"));
         assert_eq!(s[3].number, Some(8192.0));
         assert_eq!(s[5].number, None);

@@ -169,6 +169,21 @@ impl<A: Addressing> Wire<A> {
         self.head_at[i] = (start as u32, head.len() as u32);
     }
 
+    /// Point ids of every registered point (what storage keys rows by), in
+    /// tag order: what this run writes, so counts can be limited to it.
+    pub fn point_ids(&self) -> Vec<String> {
+        const HEAD: usize = b"{\"point\":".len();
+        const VALUE: usize = b",\"value\":".len();
+        self.head_at
+            .iter()
+            .filter(|(_, l)| *l as usize > HEAD + VALUE)
+            .filter_map(|(s, l)| {
+                let (s, l) = (*s as usize, *l as usize);
+                serde_json::from_slice::<String>(&self.heads[s + HEAD..s + l - VALUE]).ok()
+            })
+            .collect()
+    }
+
     /// The address table for `tags`, registering them.
     pub fn addresses(&mut self, tags: &[Tag]) -> Vec<String> {
         tags.iter()

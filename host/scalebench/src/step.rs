@@ -1,0 +1,781 @@
+//! One step of the ladder, in named phases:
+//!
+//! 1. **topology** — tags for the new points, acknowledged before any load;
+//! 2. **offer** — the producer offers readings for the warm-up and soak, up to
+//!    the load's wall-clock end, while this task samples every
+//!    `sample_every` (rates, lag, CPU/RSS, disk, live-safety), supervises the
+//!    stack (any exit is detected from the processes and brought back),
+//!    injects calibration faults and times the probes at mid-soak;
+//! 3. **drain** — the transport's last acks, every canary stored (or the
+//!    drain timeout), then stored counts stable over several reads;
+//! 4. **count** — stored vs acked per second of payload ts, and the rates on
+//!    the wall clock (acks by second of arrival, the storage's own write
+//!    counter over the soak);
+//! 5. **assemble** — the step result, what could not be measured, and the
+//!    verdict.
+//!
+//! Every wait has a deadline: a broker that stops acknowledging or a dead
+//! SUT ends the step with a reason, never a hang.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use plugin_runtime::types::Window;
+use plugin_runtime::ProbeSet;
+
+use crate::broker_sys::{self, BrokerSys, DROPPED};
+use crate::budgets::Budgets;
+use crate::canary::{self, Seen};
+use crate::clock::utc_now;
+use crate::hardware;
+use crate::ladder::{FaultKind, LadderConfig, Route, Session};
+use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive, ProducerReport};
+use crate::results::*;
+use crate::services::StackServices;
+use crate::stack::{health_delta, ProcSample, Stack};
+use crate::transport::nats as nats_transport;
+use crate::transport::{AckCounts, Transport};
+use crate::verdict;
+
+/// What a step borrows from the run.
+pub struct Env<'a> {
+    pub cfg: &'a LadderConfig,
+    pub stack: &'a mut Stack,
+    pub services: &'a Arc<StackServices>,
+    pub budgets: &'a Budgets,
+    pub sys: Option<&'a BrokerSys>,
+    pub stop: &'a Arc<AtomicBool>,
+    pub nproc: u32,
+}
+
+/// Drain: counts must hold still over this many reads, 1 s apart, before
+/// the drain ends (several commit intervals of any sane ingester).
+const STABLE_READS: u32 = 3;
+/// Length of the windows the slowest accepted rate is taken over.
+const SLOWEST_WINDOW_S: i64 = 5;
+
+pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) -> anyhow::Result<StepResult> {
+    let started_utc = utc_now();
+    let step_started = Instant::now();
+    let health_before = env.stack.health_totals();
+    session.watch.reset();
+
+    let transport = session.route.open().await?;
+    let topology = send_topology(&env, session, &transport, points).await?;
+    let offered = offer(&mut env, session, &transport, points).await?;
+    let drained = drain(&env, session, transport, &offered).await?;
+    let health_after = env.stack.health_totals();
+    let counted = count(&env, session, &offered, &drained).await?;
+    let (mut step, ctx) = assemble(&env, session, points, topology, offered, drained, counted, started_utc, step_started).await;
+    match (health_before, health_after) {
+        (Some(b), Some(a)) => step.containers = health_delta(&b, &a),
+        _ => step.unmeasured.push("restarts and OOM kills: this stack's processes are not visible to scalebench (external stack)".into()),
+    }
+    let (status, reasons) = verdict::decide(&step, &ctx);
+    step.status = status;
+    step.reasons = reasons;
+    Ok(step)
+}
+
+// ---- 1. topology ---------------------------------------------------------
+
+async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &Transport, points: u64) -> anyhow::Result<Topology> {
+    let have = session.tags.len() as u64;
+    let mut topology = Topology::default();
+    if points <= have {
+        return Ok(topology);
+    }
+    let model = session.model.as_mut().expect("model is home between steps");
+    let encoder = session.encoder.as_mut().expect("encoder is home between steps");
+    let new_tags = model.tags(env.cfg.seed, have as u32, (points - have) as u32)?;
+    let addrs = encoder.addresses(&new_tags)?;
+    session.addresses.extend(addrs.into_iter().map(|a| Arc::<str>::from(a.as_str())));
+    // The counting adapter learns the run's points too: stored counts are
+    // limited to them, so another writer's rows never hide a loss.
+    {
+        let (q, tags) = (session.counter.clone(), new_tags.clone());
+        tokio::task::spawn_blocking(move || q.lock().unwrap().addresses(&tags)).await??;
+    }
+    let messages = loadgen::topology_messages(encoder, &new_tags)?;
+    topology.new_points = new_tags.len() as u64;
+    topology.messages = messages.len() as u64;
+    session.tags.extend(new_tags);
+    let t = Instant::now();
+    let senders = transport.senders();
+    for chunk in messages.chunks(1000) {
+        senders[0].send(chunk.to_vec()).await.map_err(|_| anyhow::anyhow!("transport closed"))?;
+    }
+    // QoS 0 has no acks to wait for.
+    let acks_expected = !matches!(&session.route, Route::Mqtt(m) if m.qos == 0);
+    let deadline = Instant::now() + Duration::from_secs(if acks_expected { 120 } else { 0 });
+    while transport.counts().topology_acked < topology.messages && Instant::now() < deadline && !env.stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    topology.publish_s = t.elapsed().as_secs_f64();
+    Ok(topology)
+}
+
+// ---- 2. offer --------------------------------------------------------------
+
+/// What the offer phase measured.
+struct Offered {
+    report: ProducerReport,
+    live: Arc<ProducerLive>,
+    seen: Arc<Mutex<Seen>>,
+    stop_poll: Arc<AtomicBool>,
+    poller: Option<std::thread::JoinHandle<()>>,
+    samples: Vec<Sample>,
+    proc_samples: Vec<Vec<ProcSample>>,
+    soak_proc_start: Option<Vec<ProcSample>>,
+    soak_proc_end: Vec<ProcSample>,
+    probes: Vec<ProbeResult>,
+    sys_before: BTreeMap<String, f64>,
+    cpu_s: f64,
+    /// The storage's own write counter at the soak's start and the load's end.
+    written_at_soak_start: Option<(Instant, f64)>,
+    written_at_end: Option<(Instant, f64)>,
+    written_source: Option<String>,
+    unmeasured: Vec<String>,
+    disk_low: Option<String>,
+    live_safety: Option<String>,
+    live_samples: Vec<crate::live_safety::LiveSample>,
+    interrupted: bool,
+}
+
+/// Rows the storage has written so far, by its own counter: the adapter's
+/// `ingest.rows_written_total` stat, or the JetStream stream's message count.
+async fn rows_written(session: &Session) -> Option<(f64, String)> {
+    if let Route::JetStream { client, stream, .. } = &session.route {
+        return nats_transport::stream_state(client, stream).await.map(|(m, _)| (m as f64, format!("JetStream stream {stream}: messages")));
+    }
+    let q = session.counter.clone();
+    let stats = tokio::task::spawn_blocking(move || q.lock().unwrap().stats()).await.ok()?.ok()?;
+    stats.iter().find(|s| s.name == "ingest.rows_written_total").and_then(|s| {
+        s.number.map(|n| (n, s.text.clone().unwrap_or_else(|| "the target's own write counter".into())))
+    })
+}
+
+fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, Option<u64>>) -> (Option<String>, Vec<String>) {
+    let mut low = None;
+    let mut unmeasured = Vec::new();
+    for (what, dir) in dirs {
+        let free = hardware::disk_free_bytes(dir);
+        out.insert(what.to_string(), free);
+        match free {
+            Some(f) if f < min_free => {
+                low = Some(format!("{what} ({}): {:.1} GB free, below {:.1} GB", dir.display(), f as f64 / 1e9, min_free as f64 / 1e9));
+            }
+            Some(_) => {}
+            None => unmeasured.push(format!("free disk of the {what} ({}): statvfs failed", dir.display())),
+        }
+    }
+    (low, unmeasured)
+}
+
+async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &Transport, points: u64) -> anyhow::Result<Offered> {
+    let cfg = env.cfg;
+    let target_rps = points as f64 / cfg.interval.as_secs_f64();
+    let live = Arc::new(ProducerLive::default());
+    let spec = LoadSpec {
+        points: points as u32,
+        interval: cfg.interval,
+        seed: cfg.seed,
+        duration: cfg.warmup + cfg.soak,
+        sample_period_ms: session.period_ms,
+        first_canary_seq: session.next_canary_seq,
+    };
+    // The producer stops on Ctrl-C or when this step must end early (live-safety).
+    let step_stop = Arc::new(AtomicBool::new(false));
+    let mut plugins = Plugins { model: session.model.take().expect("model"), adapter: session.encoder.take().expect("encoder") };
+    let addresses: Arc<Vec<Arc<str>>> = Arc::new(session.addresses.clone());
+    let producer = {
+        let (live, stop, spec, addresses, senders) = (live.clone(), step_stop.clone(), spec.clone(), addresses.clone(), transport.senders());
+        std::thread::Builder::new().name("producer".into()).spawn(move || {
+            let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
+            (plugins, r)
+        })?
+    };
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop_poll = Arc::new(AtomicBool::new(false));
+    let poller = if session.route.is_mqtt() {
+        let (q, live, seen, sp) = (session.canary.clone(), live.clone(), seen.clone(), stop_poll.clone());
+        let first = spec.first_canary_seq;
+        Some(std::thread::spawn(move || canary::poll(q, live, first, seen, sp)))
+    } else {
+        None
+    };
+
+    let sys_before = env.sys.map(|s| s.snapshot()).unwrap_or_default();
+    let cpu_before = hardware::self_cpu_seconds();
+    let load_started = Instant::now();
+    let warmup_end = load_started + cfg.warmup;
+    let load_end = load_started + cfg.warmup + cfg.soak;
+    let probe_at = warmup_end + cfg.soak / 2;
+    let data_dir = env.stack.data_dir();
+    let mut o = Offered {
+        report: ProducerReport {
+            readings_scheduled: 0,
+            readings_offered: 0,
+            offered_by_wall_second: BTreeMap::new(),
+            channel_wait_s: 0.0,
+            slots: 0,
+            behind_max_s: 0.0,
+            behind_p95_s: 0.0,
+            start_ms: 0,
+            end_ms: 0,
+            next_canary_seq: 0,
+            stopped_early: false,
+            cut_at_wall_end: false,
+        },
+        live: live.clone(),
+        seen,
+        stop_poll,
+        poller,
+        samples: Vec::new(),
+        proc_samples: Vec::new(),
+        soak_proc_start: None,
+        soak_proc_end: Vec::new(),
+        probes: Vec::new(),
+        sys_before,
+        cpu_s: 0.0,
+        written_at_soak_start: None,
+        written_at_end: None,
+        written_source: None,
+        unmeasured: Vec::new(),
+        disk_low: None,
+        live_safety: None,
+        live_samples: Vec::new(),
+        interrupted: false,
+    };
+    let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
+    let probes_until = Arc::new(AtomicBool::new(false));
+    let mut last_acked = 0u64;
+    let mut last_t = Instant::now();
+    let mut last_written: Option<(Instant, f64)> = None;
+    let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
+    // Faults to inject: (when, service, kind); frozen services to thaw.
+    let mut faults: Vec<(Instant, String, FaultKind)> = cfg.faults.iter().map(|f| (load_started + f.after, f.service.clone(), f.kind)).collect();
+    let mut thaw: Vec<(Instant, String)> = Vec::new();
+
+    while !producer.is_finished() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = Instant::now();
+        if env.stop.load(Ordering::Relaxed) {
+            step_stop.store(true, Ordering::Relaxed);
+        }
+        // Supervision: an exit is detected from the process and the service brought back.
+        for event in env.stack.supervise().await {
+            eprintln!("  stack: {event}");
+        }
+        inject_faults(env.stack, now, &mut faults, &mut thaw);
+        if o.soak_proc_start.is_none() && now >= warmup_end {
+            o.soak_proc_start = Some(env.stack.sample_processes());
+            o.written_at_soak_start = rows_written(session).await.map(|(n, src)| {
+                o.written_source = Some(src);
+                (Instant::now(), n)
+            });
+        }
+        if probes_task.is_none() && now >= probe_at {
+            if let Some(mut ps) = session.probe_set.take() {
+                let (svc, tags, b, params, runs, until) =
+                    (env.services.clone(), session.tags.clone(), env.budgets.clone(), cfg.probe_params.clone(), cfg.probe_warm_runs, probes_until.clone());
+                probes_task = Some(tokio::task::spawn_blocking(move || {
+                    let results = match ps.setup(&params, &tags) {
+                        Ok(probes) => crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until),
+                        Err(e) => vec![ProbeResult { name: "setup".into(), ok: false, error: Some(e.to_string()), ..Default::default() }],
+                    };
+                    (ps, results)
+                }));
+            }
+        }
+        if now >= next_sample {
+            next_sample += cfg.sample_every;
+            let acked = transport.live().readings_acked.load(Ordering::Relaxed);
+            let dt = now.duration_since(last_t).as_secs_f64().max(1e-3);
+            let acked_rps = (acked - last_acked) as f64 / dt;
+            last_acked = acked;
+            last_t = now;
+            let procs = env.stack.sample_processes();
+            let mut cpu_percent = BTreeMap::new();
+            let mut rss_bytes = BTreeMap::new();
+            if let Some(prev) = o.proc_samples.last() {
+                for p in &procs {
+                    if let Some(q) = prev.iter().find(|q| q.name == p.name) {
+                        let wall = p.at.duration_since(q.at).as_secs_f64().max(1e-3);
+                        cpu_percent.insert(p.name.clone(), (p.cpu_seconds - q.cpu_seconds) / wall * 100.0);
+                    }
+                }
+            }
+            for p in &procs {
+                rss_bytes.insert(p.name.clone(), p.rss_bytes);
+            }
+            o.proc_samples.push(procs);
+            let svc = env.services.clone();
+            let pg_roundtrip_s = if svc.database_names().is_empty() {
+                None
+            } else {
+                tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64())).await.unwrap_or(None)
+            };
+            let lag_s = match transport.canary_acks() {
+                Some(acks) => {
+                    let sent: BTreeMap<u64, i64> = live.canaries.lock().unwrap().iter().copied().collect();
+                    acks.iter().next_back().and_then(|(seq, at)| sent.get(seq).map(|ts| (*at - *ts) as f64 / 1e3))
+                }
+                None => o.seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
+            };
+            // Stored rate since the last sample, from the storage's own write counter.
+            let written = rows_written(session).await.map(|(n, _)| (Instant::now(), n));
+            let stored_rps = match (last_written, written) {
+                (Some((t0, n0)), Some((t1, n1))) => Some((n1 - n0) / t1.duration_since(t0).as_secs_f64().max(1e-3)),
+                _ => None,
+            };
+            last_written = written;
+            let mut disk = BTreeMap::new();
+            let mut dirs: Vec<(&str, &Path)> = vec![("results directory", cfg.results_dir.as_path())];
+            if let Some(d) = &data_dir {
+                dirs.push(("stack data directory", d.as_path()));
+            }
+            let (low, unmeasured) = disk_check(&dirs, cfg.min_disk_free_bytes, &mut disk);
+            if low.is_some() {
+                o.disk_low = low;
+            }
+            for u in unmeasured {
+                if !o.unmeasured.contains(&u) {
+                    o.unmeasured.push(u);
+                }
+            }
+            let behind = live.behind_ms.load(Ordering::Relaxed) as f64 / 1e3;
+            let elapsed = load_started.elapsed().as_secs_f64();
+            let (ls, trip) = tokio::task::block_in_place(|| session.watch.sample(elapsed));
+            o.live_samples.push(ls);
+            if let Some(why) = trip {
+                if o.live_safety.is_none() {
+                    eprintln!("  live-safety tripped: {why}; stopping the step");
+                    o.live_safety = Some(why);
+                    step_stop.store(true, Ordering::Relaxed);
+                }
+            }
+            eprintln!(
+                "  [{points} pts] {:>5.0} s  target {:>8.0}/s  acked {:>8.0}/s  stored {:>8}/s  lag {:>6}  behind {:.2} s{}",
+                elapsed,
+                target_rps,
+                acked_rps,
+                stored_rps.map(|s| format!("{s:.0}")).unwrap_or("-".into()),
+                lag_s.map(|l| format!("{l:.2} s")).unwrap_or("-".into()),
+                behind,
+                if now < warmup_end { "  (warm-up)" } else { "" }
+            );
+            o.samples.push(Sample {
+                elapsed_s: elapsed,
+                acked_rps,
+                stored_rps,
+                lag_s,
+                pg_roundtrip_s,
+                behind_schedule_s: behind,
+                cpu_percent,
+                rss_bytes,
+                disk_free_bytes: disk,
+            });
+        }
+        if now >= load_end + Duration::from_secs(30) {
+            // The producer ends at the wall-clock end by itself; this is the
+            // last resort if it does not.
+            step_stop.store(true, Ordering::Relaxed);
+        }
+    }
+    // The load is over: probes still running no longer run under load.
+    probes_until.store(true, Ordering::Relaxed);
+    for (_, service) in thaw.drain(..) {
+        let _ = env.stack.signal(&service, libc::SIGCONT);
+    }
+    o.written_at_end = rows_written(session).await.map(|(n, _)| (Instant::now(), n));
+    let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
+    session.model = Some(plugins_back.model);
+    session.encoder = Some(plugins_back.adapter);
+    o.interrupted = env.stop.load(Ordering::Relaxed);
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            o.stop_poll.store(true, Ordering::Relaxed);
+            if let Some(p) = o.poller.take() {
+                let _ = p.join();
+            }
+            return Err(e.into());
+        }
+    };
+    session.next_canary_seq = report.next_canary_seq;
+    o.report = report;
+    o.soak_proc_end = env.stack.sample_processes();
+    o.cpu_s = hardware::self_cpu_seconds() - cpu_before;
+    if let Some(t) = probes_task {
+        let (ps, r) = t.await?;
+        session.probe_set = Some(ps);
+        o.probes = r;
+    }
+    Ok(o)
+}
+
+/// Inject the calibration faults that are due; thaw frozen services on time.
+fn inject_faults(stack: &mut Stack, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>) {
+    let mut i = 0;
+    while i < faults.len() {
+        if now < faults[i].0 {
+            i += 1;
+            continue;
+        }
+        let (_, service, kind) = faults.remove(i);
+        match kind {
+            FaultKind::Kill => {
+                eprintln!("  fault: SIGKILL {service} (the stack's supervisor brings it back)");
+                if let Err(e) = stack.signal(&service, libc::SIGKILL) {
+                    eprintln!("  fault: {e}");
+                }
+            }
+            FaultKind::Freeze(d) => {
+                eprintln!("  fault: SIGSTOP {service} for {:.0} s", d.as_secs_f64());
+                match stack.signal(&service, libc::SIGSTOP) {
+                    Ok(()) => thaw.push((now + d, service)),
+                    Err(e) => eprintln!("  fault: {e}"),
+                }
+            }
+        }
+    }
+    thaw.retain(|(at, service)| {
+        if now >= *at {
+            eprintln!("  fault: SIGCONT {service}");
+            let _ = stack.signal(service, libc::SIGCONT);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+// ---- 3. drain --------------------------------------------------------------
+
+struct Drained {
+    counts: AckCounts,
+    sent: Vec<(u64, i64)>,
+    stored_by_second: BTreeMap<i64, u64>,
+    stream_note: Option<String>,
+    drain_note: Option<String>,
+}
+
+async fn drain(env: &Env<'_>, session: &mut Session, transport: Transport, o: &Offered) -> anyhow::Result<Drained> {
+    let cfg = env.cfg;
+    let canary_acks = transport.canary_acks();
+    let counts = transport.finish(Duration::from_secs(if o.interrupted { 2 } else { 30 })).await;
+    let sent: Vec<(u64, i64)> = o.live.canaries.lock().unwrap().clone();
+    if canary_acks.is_some() {
+        let mut s = o.seen.lock().unwrap();
+        for (seq, ts) in &sent {
+            if let Some(at) = counts.canary_acked_at.get(seq) {
+                s.seen.insert(*seq, (*ts, *at));
+            }
+        }
+    }
+    // Every canary stored (the last one follows the last reading), or the drain timeout.
+    let drain_deadline = Instant::now() + if o.interrupted { Duration::from_secs(2) } else { cfg.drain_timeout };
+    while Instant::now() < drain_deadline {
+        if o.seen.lock().unwrap().seen.len() >= sent.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    o.stop_poll.store(true, Ordering::Relaxed);
+    let window = Window { start_ms: o.report.start_ms, end_ms: o.report.end_ms };
+    let acked_total: u64 = counts.acked_by_second.range(window.start_ms.div_euclid(1000)..window.end_ms.div_euclid(1000) + 1).map(|(_, n)| n).sum();
+    let mut stream_note = None;
+    let mut drain_note = None;
+    let stored_by_second = if let Route::JetStream { client, stream, max_msgs, .. } = &session.route {
+        let (per_second, _read) = nats_transport::stored_per_second(client, stream, (window.start_ms, window.end_ms), Duration::from_secs(3))
+            .await
+            .map_err(|e| anyhow::anyhow!("counting stored messages in JetStream stream {stream}: {e}"))?;
+        if *max_msgs > 0 {
+            if let Some((messages, limit)) = nats_transport::stream_state(client, stream).await {
+                if limit > 0 && messages as i64 >= limit {
+                    stream_note = Some(format!(
+                        "JetStream stream {stream} reached its limit max_msgs={limit} (holds {messages}): it discarded messages it had acknowledged"
+                    ));
+                }
+            }
+        }
+        per_second
+    } else {
+        // Stored counts must hold still over several reads (or reach acked).
+        let stable_deadline = Instant::now() + if o.interrupted { Duration::from_secs(2) } else { Duration::from_secs(60) };
+        let mut last_sum = u64::MAX;
+        let mut stable = 0u32;
+        loop {
+            let q = session.counter.clone();
+            let rows = tokio::task::spawn_blocking(move || q.lock().unwrap().stored(window)).await??;
+            let by_second: BTreeMap<i64, u64> = rows.iter().map(|p| (p.second_ms.div_euclid(1000), p.count)).collect();
+            let sum: u64 = by_second.values().sum();
+            stable = if sum == last_sum { stable + 1 } else { 0 };
+            last_sum = sum;
+            if sum >= acked_total || stable + 1 >= STABLE_READS {
+                break by_second;
+            }
+            if Instant::now() >= stable_deadline {
+                drain_note = Some(format!("stored counts still changing when the drain deadline came ({sum} of {acked_total} acked)"));
+                break by_second;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    Ok(Drained { counts, sent, stored_by_second, stream_note, drain_note })
+}
+
+// ---- 4. count --------------------------------------------------------------
+
+struct Counted {
+    acked: u64,
+    stored: u64,
+    missing: u64,
+    short: Vec<String>,
+    short_count: u64,
+    soak_s: f64,
+    offered_rps: f64,
+    achieved_rps: f64,
+    slowest_5s: Option<f64>,
+    stored_rps_by_payload: f64,
+    stored_rps: Option<f64>,
+    broker: BTreeMap<String, BrokerCounter>,
+    dropped: Option<f64>,
+}
+
+async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> anyhow::Result<Counted> {
+    let cfg = env.cfg;
+    let r = &o.report;
+    // Per second of payload ts.
+    let (mut acked, mut stored, mut missing, mut short_count) = (0u64, 0u64, 0u64, 0u64);
+    let mut short = Vec::new();
+    for (sec, a) in &d.counts.acked_by_second {
+        let ms = sec * 1000;
+        if ms < r.start_ms || ms >= r.end_ms {
+            continue;
+        }
+        let s = d.stored_by_second.get(sec).copied().unwrap_or(0);
+        acked += a;
+        stored += s.min(*a);
+        missing += a.saturating_sub(s);
+        if (s as f64) < 0.99 * *a as f64 {
+            short_count += 1;
+            if short.len() < 10 {
+                short.push(format!("{sec}: {s}/{a}"));
+            }
+        }
+    }
+    // On the wall clock: the soak is [start + warm-up, end) of the load.
+    let soak_from_ms = r.start_ms + cfg.warmup.as_millis() as i64;
+    let soak_to_ms = r.end_ms.max(soak_from_ms + 1);
+    let soak_s = (soak_to_ms - soak_from_ms) as f64 / 1e3;
+    let in_soak = |m: &BTreeMap<i64, u64>| -> u64 {
+        m.range(soak_from_ms.div_euclid(1000)..soak_to_ms.div_euclid(1000)).map(|(_, n)| n).sum()
+    };
+    let offered_rps = in_soak(&r.offered_by_wall_second) as f64 / soak_s;
+    let achieved_rps = in_soak(&d.counts.acked_by_arrival_second) as f64 / soak_s;
+    let mut slowest_5s: Option<f64> = None;
+    let (first, last) = (soak_from_ms.div_euclid(1000), soak_to_ms.div_euclid(1000));
+    let mut w = first;
+    while w + SLOWEST_WINDOW_S <= last {
+        let n: u64 = d.counts.acked_by_arrival_second.range(w..w + SLOWEST_WINDOW_S).map(|(_, n)| n).sum();
+        let rate = n as f64 / SLOWEST_WINDOW_S as f64;
+        slowest_5s = Some(slowest_5s.map_or(rate, |m: f64| m.min(rate)));
+        w += 1;
+    }
+    let stored_soak: u64 = d.stored_by_second.range(soak_from_ms.div_euclid(1000)..soak_to_ms.div_euclid(1000)).map(|(_, n)| n).sum();
+    let stored_rps = match (o.written_at_soak_start, o.written_at_end) {
+        (Some((t0, n0)), Some((t1, n1))) if t1 > t0 => Some((n1 - n0).max(0.0) / t1.duration_since(t0).as_secs_f64()),
+        _ => None,
+    };
+    let sys_after = env.sys.map(|s| s.snapshot()).unwrap_or_default();
+    let broker = broker_sys::compare(&o.sys_before, &sys_after);
+    let dropped = if env.sys.is_some() && sys_after.contains_key(DROPPED) {
+        broker.get("publish/messages/dropped").and_then(|c| c.delta)
+    } else {
+        None
+    };
+    Ok(Counted {
+        acked,
+        stored,
+        missing,
+        short,
+        short_count,
+        soak_s,
+        offered_rps,
+        achieved_rps,
+        slowest_5s,
+        stored_rps_by_payload: stored_soak as f64 / soak_s,
+        stored_rps,
+        broker,
+        dropped,
+    })
+}
+
+// ---- 5. assemble -------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+async fn assemble(
+    env: &Env<'_>,
+    session: &Session,
+    points: u64,
+    topology: Topology,
+    mut o: Offered,
+    d: Drained,
+    c: Counted,
+    started_utc: String,
+    step_started: Instant,
+) -> (StepResult, verdict::Context) {
+    let cfg = env.cfg;
+    let target_rps = points as f64 / cfg.interval.as_secs_f64();
+    if let Some(p) = o.poller.take() {
+        let _ = p.join();
+    }
+    // Resources over the soak.
+    let mut resources = BTreeMap::new();
+    if let Some(start) = &o.soak_proc_start {
+        for p in &o.soak_proc_end {
+            if let Some(q) = start.iter().find(|q| q.name == p.name) {
+                let wall = p.at.duration_since(q.at).as_secs_f64().max(1e-3);
+                let mut r = Resource { cpu_percent: (p.cpu_seconds - q.cpu_seconds) / wall * 100.0, ..Default::default() };
+                r.rss_bytes_last = p.rss_bytes;
+                r.rss_bytes_max = o.proc_samples.iter().flatten().filter(|x| x.name == p.name).map(|x| x.rss_bytes).max().unwrap_or(p.rss_bytes);
+                r.cpu_percent_max = o.samples.iter().filter_map(|s| s.cpu_percent.get(&p.name)).cloned().fold(0.0, f64::max);
+                resources.insert(p.name.clone(), r);
+            }
+        }
+    }
+    let (db, durability) = read_stats(session, c.stored_rps).await;
+    let lag = canary::summarize(&d.sent, &o.seen.lock().unwrap(), o.report.start_ms + cfg.warmup.as_millis() as i64);
+
+    let mut unmeasured = std::mem::take(&mut o.unmeasured);
+    if env.sys.is_some() && c.dropped.is_none() {
+        unmeasured.push(format!("broker drops: {DROPPED} was not readable (is $SYS denied to scalebench's account?)"));
+    }
+    for p in o.probes.iter_mut() {
+        if p.error.as_deref().is_some_and(|e| e.contains(crate::probes::NOT_UNDER_LOAD)) {
+            unmeasured.push(format!("probe {}: {}", p.name, p.error.take().unwrap_or_default()));
+            p.ok = true;
+        }
+    }
+    if !d.counts.error_samples.is_empty() {
+        eprintln!("  transport errors: {}", d.counts.error_samples.join("; "));
+    }
+    let r = &o.report;
+    let counts = &d.counts;
+    let step = StepResult {
+        points,
+        status: Status::Pass,
+        reasons: Vec::new(),
+        target_rps,
+        started_utc,
+        duration_s: step_started.elapsed().as_secs_f64(),
+        generator: Generator {
+            published: counts.published,
+            acked: counts.readings_acked,
+            scheduled: r.readings_scheduled,
+            offered: r.readings_offered,
+            not_offered: r.readings_scheduled.saturating_sub(r.readings_offered),
+            soak_s: c.soak_s,
+            offered_rps: c.offered_rps,
+            offered_ratio: c.offered_rps / target_rps,
+            achieved_rps: c.achieved_rps,
+            achieved_ratio: c.achieved_rps / target_rps,
+            achieved_rps_min_5s: c.slowest_5s,
+            held_back_s: counts.held_back_s,
+            channel_wait_s: r.channel_wait_s,
+            behind_schedule_max_s: r.behind_max_s,
+            behind_schedule_p95_s: r.behind_p95_s,
+            connections: cfg.connections.max(1),
+            publish_errors: counts.errors,
+            cpu_s: o.cpu_s,
+            cpu_us_per_acked: if counts.readings_acked > 0 { o.cpu_s * 1e6 / counts.readings_acked as f64 } else { 0.0 },
+            rss_peak_bytes: hardware::self_peak_rss_bytes(),
+        },
+        ingest: Ingest {
+            acked: c.acked,
+            stored: c.stored,
+            stored_ratio: if c.acked > 0 { c.stored as f64 / c.acked as f64 } else { 1.0 },
+            short_seconds: c.short,
+            short_seconds_count: c.short_count,
+            missing_acked: c.missing,
+            stored_rps: c.stored_rps,
+            stored_rps_source: o.written_source.clone(),
+            stored_rps_by_payload: c.stored_rps_by_payload,
+            stored_rate_ratio: c.stored_rps.filter(|_| c.achieved_rps > 0.0).map(|s| s / c.achieved_rps),
+            stored_rps_per_host_cpu: c.stored_rps.map(|s| s / env.nproc as f64),
+            broker_dropped_delta: c.dropped,
+            rows_per_day_at_this_rate: c.stored_rps.map(|s| s * 86_400.0),
+        },
+        lag,
+        broker: c.broker,
+        resources,
+        containers: BTreeMap::new(),
+        samples: std::mem::take(&mut o.samples),
+        probes: std::mem::take(&mut o.probes),
+        db,
+        durability,
+        topology,
+        unmeasured,
+        live_safety: std::mem::take(&mut o.live_samples),
+    }
+    ;
+    let mut ctx = verdict::Context { interrupted: o.interrupted, disk_low: o.disk_low, live_safety: o.live_safety.clone(), ..Default::default() };
+    ctx.sut_failures.extend(d.stream_note);
+    if counts.errors > 0 && !session.route.is_mqtt() {
+        ctx.sut_failures.push(format!("{} JetStream publish errors ({})", counts.errors, counts.error_samples.join("; ")));
+    }
+    ctx.sut_failures.extend(d.drain_note);
+    if o.report.stopped_early && !o.interrupted && o.live_safety.is_none() {
+        ctx.aborted = Some("the producer stopped early (transport closed)".into());
+    }
+    (step, ctx)
+}
+
+/// Durability (server-level and, where the target can tell, as the ingest
+/// path sees it) and storage sizes, from the counting adapter's stats.
+async fn read_stats(session: &Session, stored_rps: Option<f64>) -> (Db, Durability) {
+    let q = session.counter.clone();
+    let stats = tokio::task::spawn_blocking(move || q.lock().unwrap().stats()).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+    let mut db = Db::default();
+    let mut durability = Durability::default();
+    for s in &stats {
+        let v = match (&s.number, &s.text) {
+            (Some(n), _) => serde_json::json!(n),
+            (None, Some(t)) => serde_json::json!(t),
+            _ => serde_json::Value::Null,
+        };
+        db.stats.insert(s.name.clone(), v);
+        match s.name.as_str() {
+            "durability.fsync" => durability.fsync = s.text.clone(),
+            "durability.synchronous_commit" => durability.synchronous_commit = s.text.clone(),
+            "durability.full_page_writes" => durability.full_page_writes = s.text.clone(),
+            "durability.ingest.fsync" => durability.ingest_fsync = s.text.clone(),
+            "durability.ingest.synchronous_commit" => durability.ingest_synchronous_commit = s.text.clone(),
+            "durability.ingest.full_page_writes" => durability.ingest_full_page_writes = s.text.clone(),
+            "db.table_bytes" => db.table_bytes = s.number,
+            "db.rows_estimate" | "db.rows" => db.rows_estimate = s.number,
+            "db.database_bytes" => db.database_bytes = s.number,
+            _ => {}
+        }
+    }
+    let on = |v: &Option<String>| v.as_deref() == Some("on");
+    let server = on(&durability.fsync) && on(&durability.synchronous_commit) && on(&durability.full_page_writes);
+    let ingest_known = durability.ingest_synchronous_commit.is_some();
+    durability.scope = if ingest_known { "ingest path".into() } else { "server-level only".into() };
+    durability.comparable = server
+        && (!ingest_known
+            || (on(&durability.ingest_fsync) && on(&durability.ingest_synchronous_commit) && on(&durability.ingest_full_page_writes)));
+    if let (Some(b), Some(r), Some(rps)) = (db.table_bytes, db.rows_estimate, stored_rps) {
+        if r > 0.0 {
+            db.bytes_per_row = Some(b / r);
+            db.bytes_per_day_raw_at_this_rate = Some(b / r * rps * 86_400.0);
+        }
+    }
+    (db, durability)
+}
