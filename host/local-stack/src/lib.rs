@@ -3,15 +3,16 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), local_stack::StackError> {
-//! use local_stack::{LocalStack, StackOptions};
+//! use local_stack::{LocalStack, Service, StackOptions};
 //! let mut opts = StackOptions::new("/var/tmp/scalebench-run");   // ports 21883 / 25432
 //! opts.historian.drop_one_in = Some(50);                          // calibration fault
 //! let mut stack = LocalStack::start(opts).await?;                 // guards, start, readiness, one-reading check
 //! println!("{}:{} {}", stack.mqtt_host(), stack.mqtt_port(), stack.postgres_conn());
 //! let before = stack.sample_processes();                          // CPU seconds + RSS per service
 //! let stats = stack.historian_stats()?;                           // {"received", "stored", "dropped", …}
-//! stack.kill_historian(libc::SIGKILL)?;                            // crash test …
-//! stack.restart_historian().await?;                               // … and recovery
+//! stack.kill(Service::Postgres, libc::SIGKILL)?;                 // crash test …
+//! let events = stack.supervise().await;                           // … detected and repaired (call every ~200 ms)
+//! let health = stack.health();                                    // exits, restarts, OOM kills per service
 //! stack.stop();                                                    // also done on Drop
 //! # Ok(()) }
 //! ```
@@ -44,6 +45,18 @@
 //! When running as root, `run_dir` gets o+x so that the `postgres` user can
 //! reach `run_dir/pg`.
 //!
+//! # Supervision
+//! [`LocalStack::supervise`] looks at every service (one `try_wait` each):
+//! a leader process that exited, or a pid that changed, is recorded in the
+//! service's [`ServiceHealth`] from its real exit status ("killed by signal 9
+//! (SIGKILL)", "exited with status 1", "OOM-killed" when its memory cgroup
+//! counted an OOM kill), and the service is started again as at start
+//! (PostgreSQL after its leftover backends are killed). [`LocalStack::kill`]
+//! signals a service without telling the supervisor, so crash tests see the
+//! restart detected, not declared. [`LocalStack::health`] is cumulative.
+//! Restarted children carry `PR_SET_PDEATHSIG` too: call `supervise` from a
+//! long-lived thread, as `start`.
+//!
 //! # Teardown
 //! [`LocalStack::stop`] and `Drop`: historian (SIGTERM), mosquitto (SIGTERM),
 //! PostgreSQL (SIGINT, fast shutdown); each gets a few seconds, then its whole
@@ -60,6 +73,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod health;
 pub mod nats;
 mod process;
 
@@ -69,9 +83,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub use error::StackError;
+pub use health::ServiceHealth;
 pub use process::{log_tail, pid_alive, ProcessSample};
 pub use reference_historian::Stats as HistorianStats;
 
+use health::Tracker;
 use process::{RunAs, ServiceProc};
 
 /// A service of the stack.
@@ -80,6 +96,19 @@ pub enum Service {
     Postgres,
     Mosquitto,
     Historian,
+}
+
+impl Service {
+    /// Every service, in start order.
+    pub const ALL: [Service; 3] = [Service::Postgres, Service::Mosquitto, Service::Historian];
+
+    fn index(self) -> usize {
+        match self {
+            Service::Postgres => 0,
+            Service::Mosquitto => 1,
+            Service::Historian => 2,
+        }
+    }
 }
 
 impl fmt::Display for Service {
@@ -250,6 +279,8 @@ pub struct LocalStack {
     postgres: Option<ServiceProc>,
     mosquitto: Option<ServiceProc>,
     historian: Option<ServiceProc>,
+    /// Supervision records, indexed by [`Service::index`].
+    trackers: [Tracker; 3],
 }
 
 const HOST: &str = "127.0.0.1";
@@ -272,7 +303,15 @@ impl LocalStack {
             None => find_historian_bin()?,
         };
         let paths = StackPaths::new(&opts.run_dir);
-        let mut stack = LocalStack { opts, paths, historian_bin, postgres: None, mosquitto: None, historian: None };
+        let mut stack = LocalStack {
+            opts,
+            paths,
+            historian_bin,
+            postgres: None,
+            mosquitto: None,
+            historian: None,
+            trackers: Service::ALL.map(|s| Tracker::new(s.to_string())),
+        };
         // On any error `stack` is dropped here, which stops what was started.
         stack.start_all().await?;
         Ok(stack)
@@ -284,9 +323,10 @@ impl LocalStack {
                 StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory")
             })?;
         }
-        self.start_postgres().await?;
-        self.start_mosquitto().await?;
-        self.spawn_historian().await?;
+        for service in Service::ALL {
+            self.start_service(service).await?;
+            self.mark_started(service);
+        }
         if self.opts.reading_check {
             self.reading_check().await?;
         }
@@ -670,13 +710,20 @@ impl LocalStack {
     }
 
     /// Send `signal` (e.g. `libc::SIGKILL`) to the historian and wait (≤10 s,
-    /// then SIGKILL) until it is gone.
+    /// then SIGKILL) until it is gone. A deliberate stop: [`supervise`](Self::supervise)
+    /// leaves the historian down until [`restart_historian`](Self::restart_historian),
+    /// and then records this exit and one restart. For a crash that supervision
+    /// detects and repairs by itself, use [`kill`](Self::kill).
     pub fn kill_historian(&mut self, signal: i32) -> Result<(), StackError> {
         let mut h = self.historian.take().ok_or(StackError::NotRunning {
             service: Service::Historian,
             hint: "start it with restart_historian()".into(),
         })?;
         h.stop(signal, Duration::from_secs(10));
+        let t = &mut self.trackers[Service::Historian.index()];
+        t.wanted = false;
+        t.health.running = false;
+        t.pending_exit = h.last_status().map(health::describe_exit);
         Ok(())
     }
 
@@ -685,13 +732,150 @@ impl LocalStack {
     pub async fn restart_historian(&mut self) -> Result<(), StackError> {
         if let Some(mut h) = self.historian.take() {
             h.stop(libc::SIGTERM, Duration::from_secs(10));
+            self.trackers[Service::Historian.index()].pending_exit = h.last_status().map(health::describe_exit);
         }
+        self.trackers[Service::Historian.index()].wanted = true;
         self.spawn_historian().await
     }
 
     /// Is this service's leader process running?
     pub fn is_running(&mut self, service: Service) -> bool {
         self.proc_mut(service).is_some_and(|p| p.exit_status().is_none())
+    }
+
+    // ---- supervision ------------------------------------------------------
+
+    /// Send `signal` to the whole service (its process group and the leader's
+    /// descendants, so PostgreSQL's backends too) without telling the
+    /// supervisor: the next [`supervise`](Self::supervise) finds the exit as
+    /// an unexpected one, records it and starts the service again. Returns
+    /// once the signal is sent; it does not wait for the process to end.
+    pub fn kill(&mut self, service: Service, signal: i32) -> Result<(), StackError> {
+        let pid = self.proc_ref(service).map(|p| p.pid()).ok_or_else(|| StackError::NotRunning {
+            service,
+            hint: "it was stopped on purpose or has not come back yet; call supervise() to bring it back".into(),
+        })?;
+        process::signal_service(pid, signal).map_err(|e| {
+            StackError::io(format!("cannot send signal {signal} to {service} (pid {pid})"), e, "run the harness as the user that started the stack")
+        })
+    }
+
+    /// Look at every service once; for each whose leader process exited, or
+    /// whose pid changed, record the exit, start it again (waiting for
+    /// readiness as at start) and return one line per event, e.g.
+    /// `mosquitto: killed by signal 9 (SIGKILL); restarted`. Returns nothing
+    /// when nothing happened, at the cost of one `try_wait` per service: call
+    /// it every few hundred milliseconds.
+    ///
+    /// A restart that fails leaves the service marked not running; its error
+    /// is returned as an event and the next attempt comes at least 5 s later.
+    /// PostgreSQL is restarted only after every leftover process of the old
+    /// postmaster (backends in the data directory) is gone.
+    pub async fn supervise(&mut self) -> Vec<String> {
+        let mut events = Vec::new();
+        for service in Service::ALL {
+            let i = service.index();
+            let state = self.proc_mut(service).map(|p| (p.pid(), p.try_status()));
+            let exit = match state {
+                Some((pid, Ok(None))) => {
+                    let t = &mut self.trackers[i];
+                    if t.last_pid != Some(pid) {
+                        // Started again by someone else (restart_historian).
+                        let desc = t.pending_exit.take().unwrap_or_else(|| "stopped and replaced".into());
+                        let old = t.last_pid;
+                        t.record(desc.clone());
+                        t.health.restarts += 1;
+                        t.started(pid);
+                        let was = old.map(|p| format!(" (pid {p} → {pid})")).unwrap_or_default();
+                        events.push(format!("{service}: {desc}; restarted{was}"));
+                    }
+                    continue;
+                }
+                Some((_, Ok(Some(status)))) => Some(self.trackers[i].exited(Some(status), "")),
+                Some((_, Err(e))) => Some(self.trackers[i].exited(None, &format!("ended (cannot be waited for: {e})"))),
+                None => {
+                    let t = &self.trackers[i];
+                    if !t.wanted || t.retry_after.is_some_and(|at| Instant::now() < at) {
+                        continue;
+                    }
+                    None
+                }
+            };
+            self.clear_leftovers(service);
+            match self.start_service(service).await {
+                Ok(()) => {
+                    let pid = self.mark_started(service);
+                    self.trackers[i].health.restarts += 1;
+                    let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+                    events.push(match exit {
+                        Some(desc) => format!("{service}: {desc}; restarted{pid}"),
+                        None => format!("{service}: restarted{pid} after an earlier failed restart"),
+                    });
+                }
+                Err(e) => {
+                    self.clear_leftovers(service);
+                    let t = &mut self.trackers[i];
+                    t.health.running = false;
+                    t.retry_after = Some(Instant::now() + Duration::from_secs(5));
+                    let why = health::one_line(&e);
+                    events.push(match exit {
+                        Some(desc) => format!("{service}: {desc}; restart failed: {why}"),
+                        None => format!("{service}: restart failed again: {why}"),
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// Health of every service, cumulative since start (take differences per
+    /// step). Reads each service's cgroup OOM counter.
+    pub fn health(&mut self) -> Vec<ServiceHealth> {
+        Service::ALL
+            .into_iter()
+            .map(|service| {
+                let (running, pid) = match self.proc_mut(service) {
+                    Some(p) => (matches!(p.try_status(), Ok(None)), Some(p.pid())),
+                    None => (false, None),
+                };
+                self.trackers[service.index()].snapshot(running, pid)
+            })
+            .collect()
+    }
+
+    /// Start one service (its process and readiness), as at start.
+    async fn start_service(&mut self, service: Service) -> Result<(), StackError> {
+        match service {
+            Service::Postgres => self.start_postgres().await,
+            Service::Mosquitto => self.start_mosquitto().await,
+            Service::Historian => self.spawn_historian().await,
+        }
+    }
+
+    /// Record that `service` is up; returns its pid.
+    fn mark_started(&mut self, service: Service) -> Option<u32> {
+        let pid = self.proc_ref(service).map(|p| p.pid())?;
+        self.trackers[service.index()].started(pid);
+        Some(pid)
+    }
+
+    /// Drop (and reap) the service's process handle and SIGKILL whatever is
+    /// left of it: its process group and, for PostgreSQL, every process in
+    /// the data directory (backends of a killed postmaster live on in process
+    /// groups of their own and hold its shared memory).
+    fn clear_leftovers(&mut self, service: Service) {
+        let old = match service {
+            Service::Postgres => self.postgres.take(),
+            Service::Mosquitto => self.mosquitto.take(),
+            Service::Historian => self.historian.take(),
+        };
+        if let Some(mut p) = old {
+            p.stop(libc::SIGKILL, Duration::from_secs(2));
+        }
+        if service == Service::Postgres {
+            let pids = process::pids_with_cwd(&self.paths.pg_data);
+            process::kill_and_wait(&pids, Duration::from_secs(5));
+        }
     }
 
     /// Stop everything: historian, mosquitto, PostgreSQL (in that order).

@@ -9,6 +9,9 @@
 //! let varz = cluster.varz(0)?;                           // /varz of node 0 as JSON
 //! cluster.kill_node(1, libc::SIGKILL)?;                   // crash one node …
 //! cluster.restart_node(1)?;                               // … and bring it back (waits until it is ready)
+//! cluster.kill(2, libc::SIGKILL)?;                        // or crash it behind the supervisor's back …
+//! let events = cluster.supervise();                       // … which finds the exit and restarts it
+//! let health = cluster.health();                          // nats-0, nats-1, …: exits, restarts, OOM kills
 //! cluster.stop();                                         // also done on Drop
 //! # let _ = varz; Ok(()) }
 //! ```
@@ -50,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::health::{self, ServiceHealth, Tracker};
 use crate::process::{self, ServiceProc};
 use crate::{guard, log_tail, Service, StackError};
 
@@ -164,6 +168,8 @@ struct Node {
     conf: PathBuf,
     log: PathBuf,
     proc: Option<ServiceProc>,
+    /// Supervision record (service name `nats-<i>`).
+    tracker: Tracker,
 }
 
 impl Node {
@@ -213,6 +219,7 @@ impl NatsCluster {
                     dir,
                     log: logs.join(format!("n{i}.log")),
                     proc: None,
+                    tracker: Tracker::new(format!("nats-{i}")),
                 }
             })
             .collect();
@@ -235,6 +242,11 @@ impl NatsCluster {
         let deadline = Instant::now() + cluster.opts.ready_timeout;
         for i in 0..cluster.nodes.len() {
             cluster.wait_node_ready(i, deadline)?;
+        }
+        for n in &mut cluster.nodes {
+            if let Some(pid) = n.proc.as_ref().map(|p| p.pid()) {
+                n.tracker.started(pid);
+            }
         }
         Ok(cluster)
     }
@@ -423,6 +435,9 @@ impl NatsCluster {
             hint: "start it again with restart_node()".into(),
         })?;
         p.stop(signal, Duration::from_secs(10));
+        n.tracker.wanted = false;
+        n.tracker.health.running = false;
+        n.tracker.pending_exit = p.last_status().map(health::describe_exit);
         Ok(())
     }
 
@@ -433,7 +448,14 @@ impl NatsCluster {
         self.node_index(i)?;
         if let Some(mut p) = self.nodes[i].proc.take() {
             p.stop(libc::SIGTERM, Duration::from_secs(10));
+            self.nodes[i].tracker.pending_exit = p.last_status().map(health::describe_exit);
         }
+        self.nodes[i].tracker.wanted = true;
+        self.start_node_again(i)
+    }
+
+    /// Spawn node `i` (whose old process is gone) and wait until it is ready.
+    fn start_node_again(&mut self, i: usize) -> Result<(), StackError> {
         // The port must be free again (a killed server's socket is closed with it).
         let ports = self.nodes[i].ports;
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -443,6 +465,111 @@ impl NatsCluster {
         self.spawn_node(i)?;
         let deadline = Instant::now() + self.opts.ready_timeout;
         self.wait_node_ready(i, deadline)
+    }
+
+    // ---- supervision ------------------------------------------------------
+
+    /// Send `signal` to node `i`'s process group without telling the
+    /// supervisor: the next [`supervise`](Self::supervise) finds the exit as
+    /// an unexpected one and starts the node again. Returns once the signal
+    /// is sent.
+    pub fn kill(&mut self, i: usize, signal: i32) -> Result<(), StackError> {
+        self.node_index(i)?;
+        let n = &self.nodes[i];
+        let pid = n.proc.as_ref().map(|p| p.pid()).ok_or_else(|| StackError::InvalidOptions {
+            problem: format!("{} is not running", n.describe()),
+            hint: "call supervise() to bring it back, or restart_node()".into(),
+        })?;
+        process::signal_service(pid, signal).map_err(|e| {
+            StackError::io(format!("cannot send signal {signal} to {} (pid {pid})", n.describe()), e, "run the harness as the user that started the cluster")
+        })
+    }
+
+    /// Look at every node once; for each whose nats-server exited, or whose
+    /// pid changed, record the exit, start it again (same config, ports and
+    /// store; waits until it is ready, as [`restart_node`](Self::restart_node))
+    /// and return one line per event, e.g.
+    /// `nats-1: killed by signal 9 (SIGKILL); restarted`. Nothing happened =
+    /// one `try_wait` per node. A restart that fails leaves the node marked
+    /// not running, is returned as an event and is tried again no sooner than
+    /// 5 s later. Blocking (like `restart_node`): from async code, wrap it in
+    /// `tokio::task::block_in_place`.
+    pub fn supervise(&mut self) -> Vec<String> {
+        let mut events = Vec::new();
+        for i in 0..self.nodes.len() {
+            let n = &mut self.nodes[i];
+            let name = n.tracker.health.service.clone();
+            let state = n.proc.as_mut().map(|p| (p.pid(), p.try_status()));
+            let exit = match state {
+                Some((pid, Ok(None))) => {
+                    let t = &mut n.tracker;
+                    if t.last_pid != Some(pid) {
+                        let desc = t.pending_exit.take().unwrap_or_else(|| "stopped and replaced".into());
+                        let old = t.last_pid;
+                        t.record(desc.clone());
+                        t.health.restarts += 1;
+                        t.started(pid);
+                        let was = old.map(|p| format!(" (pid {p} → {pid})")).unwrap_or_default();
+                        events.push(format!("{name}: {desc}; restarted{was}"));
+                    }
+                    continue;
+                }
+                Some((_, Ok(Some(status)))) => Some(n.tracker.exited(Some(status), "")),
+                Some((_, Err(e))) => Some(n.tracker.exited(None, &format!("ended (cannot be waited for: {e})"))),
+                None => {
+                    if !n.tracker.wanted || n.tracker.retry_after.is_some_and(|at| Instant::now() < at) {
+                        continue;
+                    }
+                    None
+                }
+            };
+            if let Some(mut p) = self.nodes[i].proc.take() {
+                p.stop(libc::SIGKILL, Duration::from_secs(2));
+            }
+            match self.start_node_again(i) {
+                Ok(()) => {
+                    let n = &mut self.nodes[i];
+                    let pid = n.proc.as_ref().map(|p| p.pid());
+                    if let Some(pid) = pid {
+                        n.tracker.started(pid);
+                    }
+                    n.tracker.health.restarts += 1;
+                    let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+                    events.push(match exit {
+                        Some(desc) => format!("{name}: {desc}; restarted{pid}"),
+                        None => format!("{name}: restarted{pid} after an earlier failed restart"),
+                    });
+                }
+                Err(e) => {
+                    let n = &mut self.nodes[i];
+                    if let Some(mut p) = n.proc.take() {
+                        p.stop(libc::SIGKILL, Duration::from_secs(2));
+                    }
+                    n.tracker.health.running = false;
+                    n.tracker.retry_after = Some(Instant::now() + Duration::from_secs(5));
+                    let why = health::one_line(&e);
+                    events.push(match exit {
+                        Some(desc) => format!("{name}: {desc}; restart failed: {why}"),
+                        None => format!("{name}: restart failed again: {why}"),
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// Health of every node (`nats-0`, `nats-1`, …), cumulative since start.
+    pub fn health(&mut self) -> Vec<ServiceHealth> {
+        self.nodes
+            .iter_mut()
+            .map(|n| {
+                let (running, pid) = match n.proc.as_mut() {
+                    Some(p) => (matches!(p.try_status(), Ok(None)), Some(p.pid())),
+                    None => (false, None),
+                };
+                n.tracker.snapshot(running, pid)
+            })
+            .collect()
     }
 
     /// Stop every node (SIGTERM, a few seconds' grace, then SIGKILL). Blocks
@@ -627,6 +754,7 @@ mod tests {
             conf: PathBuf::from("/tmp/x/nats/n1/nats.conf"),
             log: PathBuf::from("/tmp/x/nats/logs/n1.log"),
             proc: None,
+            tracker: Tracker::new("nats-1"),
         };
         let c = node_config(&opts, &n, &[21002, 22002, 23002]);
         assert!(c.contains("listen: \"127.0.0.1:21001\""), "{c}");

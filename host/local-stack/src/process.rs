@@ -15,6 +15,8 @@ pub(crate) struct ServiceProc {
     pub child: Child,
     pub log: PathBuf,
     reaped: bool,
+    /// How the leader ended, once it was reaped.
+    status: Option<std::process::ExitStatus>,
 }
 
 /// Who a child runs as.
@@ -56,7 +58,7 @@ pub(crate) fn spawn(service: Service, mut cmd: Command, log: &Path, run_as: Opti
     let child = cmd.spawn().map_err(|e| {
         StackError::io(format!("cannot start {service} ({program})"), e, "check the binary path and permissions")
     })?;
-    Ok(ServiceProc { service, child, log: log.to_path_buf(), reaped: false })
+    Ok(ServiceProc { service, child, log: log.to_path_buf(), reaped: false, status: None })
 }
 
 impl ServiceProc {
@@ -69,11 +71,34 @@ impl ServiceProc {
         match self.child.try_wait() {
             Ok(Some(s)) => {
                 self.reaped = true;
+                self.status = Some(s);
                 Some(s.to_string())
             }
             Ok(None) => None,
             Err(e) => Some(format!("unknown: {e}")),
         }
+    }
+
+    /// One `try_wait`: `Ok(None)` while running, `Ok(Some(status))` once it
+    /// ended (the status stays available), `Err` when it cannot be waited for.
+    pub fn try_status(&mut self) -> Result<Option<std::process::ExitStatus>, String> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        match self.child.try_wait() {
+            Ok(Some(s)) => {
+                self.reaped = true;
+                self.status = Some(s);
+                Ok(Some(s))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// How the leader ended, if it was reaped.
+    pub fn last_status(&self) -> Option<std::process::ExitStatus> {
+        self.status
     }
 
     pub fn exited_error(&mut self, phase: &str) -> Option<StackError> {
@@ -112,7 +137,9 @@ impl ServiceProc {
             }
             if !self.reaped {
                 self.signal_group(libc::SIGKILL);
-                let _ = self.child.wait();
+                if let Ok(s) = self.child.wait() {
+                    self.status = Some(s);
+                }
                 self.reaped = true;
             }
         }
@@ -221,6 +248,59 @@ fn rss_bytes(pid: u32) -> u64 {
         .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
         .map(|pages| pages * page)
         .unwrap_or(0)
+}
+
+/// Live processes whose working directory is `dir` (PostgreSQL's postmaster
+/// and backends all run in the data directory: this finds backends left
+/// behind by a postmaster that was killed, whose parent is no longer it).
+pub(crate) fn pids_with_cwd(dir: &Path) -> Vec<u32> {
+    let Ok(want) = std::fs::canonicalize(dir) else { return Vec::new() };
+    all_pids()
+        .filter(|&pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == want) && !is_zombie(pid))
+        .collect()
+}
+
+/// SIGKILL `pids` (checked against their start times, so a reused pid is
+/// spared) and wait up to `grace` until they are gone. Returns those left.
+pub(crate) fn kill_and_wait(pids: &[u32], grace: Duration) -> Vec<u32> {
+    let targets: Vec<(u32, u64)> = pids.iter().filter_map(|&p| Some((p, start_time(p)?))).collect();
+    let alive = |t: &[(u32, u64)]| -> Vec<(u32, u64)> {
+        t.iter().copied().filter(|&(p, s)| start_time(p) == Some(s) && !is_zombie(p)).collect()
+    };
+    let deadline = Instant::now() + grace;
+    let mut left = alive(&targets);
+    while !left.is_empty() {
+        for &(pid, _) in &left {
+            // SAFETY: plain syscall; pid checked against its start time.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        left = alive(&left);
+    }
+    left.into_iter().map(|(p, _)| p).collect()
+}
+
+/// Send `signal` to the process group `pgid` and to every live descendant of
+/// its leader (PostgreSQL backends run in groups of their own).
+pub(crate) fn signal_service(pgid: u32, signal: i32) -> Result<(), std::io::Error> {
+    let family = family(pgid);
+    // SAFETY: plain syscalls.
+    let r = unsafe { libc::killpg(pgid as libc::pid_t, signal) };
+    let group_err = (r != 0).then(std::io::Error::last_os_error);
+    for (pid, _) in family.into_iter().skip(1) {
+        unsafe {
+            libc::kill(pid as libc::pid_t, signal);
+        }
+    }
+    match group_err {
+        Some(e) if e.raw_os_error() != Some(libc::ESRCH) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Live processes whose process group is `pgid`.

@@ -171,3 +171,55 @@ fn readiness_failure_names_the_node_and_ends_with_a_hint() {
     assert!(e.contains("nats-server node 0") && e.contains("hint:"), "{e}");
     assert!(e.contains("last lines of"), "{e}");
 }
+
+// Supervision: a node killed through kill() or from outside is found by the
+// next supervise() from its exit status and restarted; a clean cluster
+// reports nothing.
+#[test]
+fn supervise_detects_and_restarts_a_killed_node() {
+    let _l = one_at_a_time();
+    let run = TempRun::new("supervise");
+    let mut cluster = NatsCluster::start(NatsOptions::new(&run.0, 3)).unwrap_or_else(|e| panic!("start:\n{e}"));
+    for _ in 0..20 {
+        assert!(cluster.supervise().is_empty());
+    }
+    let h = cluster.health();
+    assert_eq!(h.iter().map(|h| h.service.as_str()).collect::<Vec<_>>(), ["nats-0", "nats-1", "nats-2"]);
+    assert!(h.iter().all(|h| h.running && h.restarts == 0 && h.exits.is_empty()), "{h:?}");
+
+    let supervise_until_event = |c: &mut NatsCluster| {
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            let ev = c.supervise();
+            if !ev.is_empty() || Instant::now() > deadline {
+                return ev;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    let old = cluster.pids()[1].1;
+    cluster.kill(1, libc::SIGKILL).expect("kill");
+    let ev = supervise_until_event(&mut cluster);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(ev[0].starts_with("nats-1: killed by signal 9 (SIGKILL); restarted"), "{ev:?}");
+    let new = cluster.pids()[1].1;
+    assert!(new != old && pid_alive(new) && !pid_alive(old));
+    assert!(info_line(&cluster.client_urls()[1]).starts_with("INFO "));
+
+    // From outside, with a plain kill(2) on the pid.
+    // SAFETY: plain syscall on our own child's pid.
+    assert_eq!(unsafe { libc::kill(new as libc::pid_t, libc::SIGKILL) }, 0);
+    let ev = supervise_until_event(&mut cluster);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(ev[0].starts_with("nats-1: killed by signal 9 (SIGKILL); restarted"), "{ev:?}");
+
+    let h = cluster.health();
+    assert_eq!(h[1].restarts, 2, "{h:?}");
+    assert_eq!(h[1].exits, vec!["killed by signal 9 (SIGKILL)".to_string(); 2]);
+    assert!(h[1].running && h[1].pid.is_some_and(pid_alive), "{h:?}");
+    assert!(h[0].restarts == 0 && h[2].restarts == 0, "{h:?}");
+    let all = cluster.all_pids();
+    cluster.stop();
+    wait_gone(&all);
+}
