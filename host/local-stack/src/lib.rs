@@ -40,7 +40,8 @@
 //! A stack that fails to start tears down what it started.
 //!
 //! # Files under `run_dir`
-//! `pg/data`, `pg/sock`, `mosquitto/mosquitto.conf`, `mosquitto/data/`,
+//! `pg/data`, `pg/sock`, `mosquitto/mosquitto.conf`, `mosquitto/acl` (with
+//! [`StackOptions::mosquitto_acl_file`]), `mosquitto/data/`,
 //! `historian/stats.json`, `logs/{initdb,postgres,mosquitto,historian}.log`.
 //! When running as root, `run_dir` gets o+x so that the `postgres` user can
 //! reach `run_dir/pg`.
@@ -179,6 +180,13 @@ pub struct StackOptions {
     pub check_timeout: Duration,
     /// Run the one-reading check (default true).
     pub reading_check: bool,
+    /// A mosquitto ACL file (`topic …` / `user …` lines). Copied to
+    /// `run_dir/mosquitto/acl` at start and named by `acl_file` in the
+    /// generated mosquitto.conf. Anonymous clients (the one-reading check, the
+    /// historian) are bound by the lines before any `user` line, so they need
+    /// `topic readwrite fbf/#`; add `topic read $SYS/#` to keep the broker's
+    /// counters readable. `None` (default) = no ACL, everything allowed.
+    pub mosquitto_acl_file: Option<PathBuf>,
 }
 
 impl StackOptions {
@@ -197,6 +205,7 @@ impl StackOptions {
             ready_timeout: Duration::from_secs(30),
             check_timeout: Duration::from_secs(15),
             reading_check: true,
+            mosquitto_acl_file: None,
         }
     }
 
@@ -248,6 +257,8 @@ pub struct StackPaths {
     pub pg_sock: PathBuf,
     pub mosquitto_dir: PathBuf,
     pub mosquitto_conf: PathBuf,
+    /// The stack's own copy of [`StackOptions::mosquitto_acl_file`].
+    pub mosquitto_acl: PathBuf,
     pub stats_file: PathBuf,
     pub logs: PathBuf,
 }
@@ -261,6 +272,7 @@ impl StackPaths {
             pg_sock: run_dir.join("pg/sock"),
             mosquitto_dir: run_dir.join("mosquitto"),
             mosquitto_conf: run_dir.join("mosquitto/mosquitto.conf"),
+            mosquitto_acl: run_dir.join("mosquitto/acl"),
             stats_file: run_dir.join("historian/stats.json"),
             logs: run_dir.join("logs"),
         }
@@ -321,6 +333,16 @@ impl LocalStack {
         for d in [&self.paths.run_dir, &self.paths.logs, &self.paths.mosquitto_dir.join("data"), &self.paths.run_dir.join("historian")] {
             std::fs::create_dir_all(d).map_err(|e| {
                 StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory")
+            })?;
+        }
+        if let Some(acl) = &self.opts.mosquitto_acl_file {
+            // A copy of our own: the stack never depends on the caller's file afterwards.
+            std::fs::copy(acl, &self.paths.mosquitto_acl).map_err(|e| {
+                StackError::io(
+                    format!("cannot copy the mosquitto ACL file {} into the run directory", acl.display()),
+                    e,
+                    "check that the ACL file exists and is readable",
+                )
             })?;
         }
         for service in Service::ALL {
@@ -445,6 +467,9 @@ impl LocalStack {
             inflight = o.max_inflight_messages,
             sys = o.sys_interval_s,
         );
+        if o.mosquitto_acl_file.is_some() {
+            conf.push_str(&format!("acl_file {}\n", p.mosquitto_acl.display()));
+        }
         if is_root() {
             // Stay root: the persistence directory belongs to us.
             conf.push_str("user root\n");
