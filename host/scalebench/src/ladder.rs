@@ -263,7 +263,6 @@ pub async fn run(
     eprintln!("results: {}", path.display());
 
     let nproc = result.hardware.nproc.max(1);
-    let mut failed_before = false;
     for (i, &points) in cfg.steps.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -293,12 +292,7 @@ pub async fn run(
         let status = step.status;
         eprintln!("step {} points: {:?}{}", points, status, if step.reasons.is_empty() { String::new() } else { format!(" - {}", step.reasons.join("; ")) });
         result.steps.push(step);
-        if status == Status::Pass && !failed_before {
-            result.max_passing_points = Some(points);
-        }
-        if status == Status::Fail {
-            failed_before = true;
-        }
+        result.max_passing_points = ceiling(result.steps.iter().map(|s| (s.points, s.status)));
         result.save(&path)?;
         if status == Status::Interrupted {
             result.ended_because = "interrupted".into();
@@ -318,6 +312,20 @@ pub async fn run(
         sys.stop();
     }
     Ok(result)
+}
+
+/// The ceiling: the highest passing step below the first failure (with
+/// `--continue-on-fail`, a pass above a failure is not a ceiling).
+pub fn ceiling(steps: impl IntoIterator<Item = (u64, Status)>) -> Option<u64> {
+    let mut best = None;
+    for (points, status) in steps {
+        match status {
+            Status::Fail => break,
+            Status::Pass => best = Some(points),
+            _ => {}
+        }
+    }
+    best
 }
 
 /// How long the one-reading check waits for the ack, then for storage.
@@ -384,5 +392,19 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
             });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ceiling_is_the_highest_pass_below_the_first_failure() {
+        use Status::*;
+        assert_eq!(ceiling([(1, Pass), (2, Pass), (3, Fail), (4, Pass)]), Some(2));
+        assert_eq!(ceiling([(1, Fail), (2, Pass)]), None);
+        assert_eq!(ceiling([(1, Pass), (2, Inconclusive), (3, Pass)]), Some(3));
+        assert_eq!(ceiling([]), None);
     }
 }

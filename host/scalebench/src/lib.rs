@@ -55,6 +55,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 pub fn exit_code(err: &anyhow::Error) -> i32 {
     if err.downcast_ref::<cli::UsageError>().is_some() {
         2
+    } else if matches!(
+        err.downcast_ref::<error::Error>(),
+        Some(error::Error::Budgets { .. } | error::Error::LivePort { .. } | error::Error::LiveName { .. })
+    ) {
+        2
     } else if err.downcast_ref::<cli::Interrupted>().is_some() {
         130
     } else {

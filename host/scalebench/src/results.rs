@@ -127,7 +127,7 @@ pub struct Generator {
     #[serde(default)]
     pub achieved_rps_min_5s: Option<f64>,
     /// Seconds the transport was held back by the SUT (in-flight window
-    /// full, socket writes blocked), summed over connections.
+    /// full, socket writes blocked): the longest any connection was.
     #[serde(default)]
     pub held_back_s: f64,
     /// Seconds the producer waited on full transport channels.

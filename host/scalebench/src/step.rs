@@ -65,8 +65,13 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
 
     let transport = session.route.open().await?;
     let topology = send_topology(&env, session, &transport, points).await?;
-    let offered = offer(&mut env, session, &transport, points).await?;
-    let drained = drain(&env, session, transport, &offered).await?;
+    let mut offered = offer(&mut env, session, &transport, points).await?;
+    let drained = drain(&env, session, transport, &offered).await;
+    for service in offered.frozen.drain(..) {
+        eprintln!("  fault: SIGCONT {service} (end of step)");
+        let _ = env.stack.signal(&service, libc::SIGCONT);
+    }
+    let drained = drained?;
     let health_after = env.stack.health_totals();
     let counted = count(&env, session, &offered, &drained).await?;
     let (mut step, ctx) = assemble(&env, session, points, topology, offered, drained, counted, started_utc, step_started).await;
@@ -143,6 +148,8 @@ struct Offered {
     live_safety: Option<String>,
     live_samples: Vec<crate::live_safety::LiveSample>,
     interrupted: bool,
+    /// Services still frozen by a calibration fault when the load ended.
+    frozen: Vec<String>,
 }
 
 /// Rows the storage has written so far, by its own counter: the adapter's
@@ -250,6 +257,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &Transport, 
         live_safety: None,
         live_samples: Vec::new(),
         interrupted: false,
+        frozen: Vec::new(),
     };
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
     let probes_until = Arc::new(AtomicBool::new(false));
@@ -389,9 +397,10 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &Transport, 
     }
     // The load is over: probes still running no longer run under load.
     probes_until.store(true, Ordering::Relaxed);
-    for (_, service) in thaw.drain(..) {
-        let _ = env.stack.signal(&service, libc::SIGCONT);
-    }
+    // A service still frozen stays frozen through the drain (a broker that
+    // never comes back must end the step by the drain's deadlines) and is
+    // thawed when the step ends.
+    o.frozen = thaw.into_iter().map(|(_, s)| s).collect();
     o.written_at_end = rows_written(session).await.map(|(n, _)| (Instant::now(), n));
     let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
     session.model = Some(plugins_back.model);

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-static ONE_STACK_AT_A_TIME: Mutex<()> = Mutex::new(());
+pub static ONE_STACK_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A base port p with p and p+1 free, both in 2xxxx.
-fn free_base_port() -> u16 {
+pub fn free_base_port() -> u16 {
     let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64);
     for i in 0..200u64 {
         let p = 22_000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % 7_000) as u16;
@@ -26,13 +26,13 @@ fn free_base_port() -> u16 {
     panic!("no free port pair in 22000-29000");
 }
 
-struct Run {
-    out: Output,
-    dir: tempfile::TempDir,
+pub struct Run {
+    pub out: Output,
+    pub dir: tempfile::TempDir,
 }
 
 impl Run {
-    fn result(&self) -> serde_json::Value {
+    pub fn result(&self) -> serde_json::Value {
         let results = self.dir.path().join("results");
         let file = std::fs::read_dir(&results)
             .unwrap_or_else(|_| panic!("no results dir; stderr:\n{}", stderr(&self.out)))
@@ -41,16 +41,16 @@ impl Run {
             .unwrap_or_else(|| panic!("no result file; stderr:\n{}", stderr(&self.out)));
         serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
     }
-    fn run_dir(&self) -> PathBuf {
+    pub fn run_dir(&self) -> PathBuf {
         self.dir.path().join("stack")
     }
-    fn historian_stats(&self) -> serde_json::Value {
+    pub fn historian_stats(&self) -> serde_json::Value {
         let p = self.run_dir().join("historian/stats.json");
         serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
     }
 }
 
-fn ladder_args(dir: &Path, extra: &[&str]) -> Vec<String> {
+pub fn ladder_args(dir: &Path, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = [
         "run", "--target", "baler", "--model", "plant-shaped", "--steps", "200", "--interval", "1s", "--warmup", "2s",
         "--soak", "10s", "--sample-every", "2s", "--drain-timeout", "30s", "--connections", "2",
@@ -71,7 +71,7 @@ fn ladder_args(dir: &Path, extra: &[&str]) -> Vec<String> {
     a
 }
 
-fn run_ladder(extra: &[&str]) -> Run {
+pub fn run_ladder(extra: &[&str]) -> Run {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
@@ -84,7 +84,7 @@ fn run_ladder(extra: &[&str]) -> Run {
 }
 
 /// No process of this run's stack is alive (they all name the run dir).
-fn assert_no_stack_processes(run_dir: &Path) {
+pub fn assert_no_stack_processes(run_dir: &Path) {
     let needle = run_dir.display().to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -105,7 +105,7 @@ fn assert_no_stack_processes(run_dir: &Path) {
     }
 }
 
-fn step0(r: &serde_json::Value) -> &serde_json::Value {
+pub fn step0(r: &serde_json::Value) -> &serde_json::Value {
     &r["steps"][0]
 }
 

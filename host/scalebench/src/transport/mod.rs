@@ -53,7 +53,8 @@ pub struct AckCounts {
     /// what the SUT accepted when, whatever the payloads say.
     pub acked_by_arrival_second: BTreeMap<i64, u64>,
     /// Seconds the transport could not send because the SUT held it back:
-    /// the in-flight window was full, or a write to the socket blocked.
+    /// the in-flight window was full, or a write to the socket blocked
+    /// (merged over connections: the longest any one was held back).
     pub held_back_s: f64,
     pub readings_published: u64,
     pub readings_acked: u64,
@@ -112,7 +113,8 @@ impl AckCounts {
         for (s, n) in &o.acked_by_arrival_second {
             *self.acked_by_arrival_second.entry(*s).or_default() += n;
         }
-        self.held_back_s += o.held_back_s;
+        // Connections are held back at the same time: the longest one is the wall time.
+        self.held_back_s = self.held_back_s.max(o.held_back_s);
         self.readings_published += o.readings_published;
         self.readings_acked += o.readings_acked;
         self.topology_acked += o.topology_acked;
