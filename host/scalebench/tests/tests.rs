@@ -7,6 +7,7 @@ mod cli_gen;
 mod models;
 mod plugin_faults;
 mod ladder;
+mod honesty;
 mod probes;
 mod study;
 mod user_text;

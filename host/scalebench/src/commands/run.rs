@@ -270,7 +270,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                     //PENDING so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
                     let _ = (k, v);
                 }
-                //PENDING so.mosquitto_acl_file = args.mosquitto_acl.clone();
+                so.mosquitto_acl_file = args.mosquitto_acl.clone();
                 eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
                 let s = LocalStack::start(so).await.context("cannot start the local stack")?;
                 Stack::Local(s)

@@ -1,0 +1,456 @@
+//! Calibration of the verdict under pushback and hidden faults: each test
+//! injects one fault into a real stack (mosquitto, PostgreSQL, nats-server,
+//! the reference historian) and asserts the step reports exactly that. Each
+//! fails if the rule it calibrates is removed.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::ladder::*;
+
+fn reasons(s: &serde_json::Value) -> String {
+    s["reasons"].to_string()
+}
+
+// ---- pushback ----------------------------------------------------------------
+
+#[test]
+fn a_broker_frozen_for_a_third_of_the_soak_does_not_pass() {
+    // 400 readings/s; a small in-flight window so the freeze holds the
+    // generator back instead of hiding in a buffer.
+    let run = run_ladder(&[
+        "--steps", "400", "--soak", "18s", "--inflight", "64", "--connections", "2", "--freeze", "mosquitto:8s:6s",
+    ]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_ne!(s["status"], "pass", "{}", reasons(s));
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("pushback"), "{}", reasons(s));
+    let held = s["generator"]["held_back_s"].as_f64().unwrap();
+    assert!(held > 3.0, "held back {held} s during a 6 s freeze");
+    assert_eq!(s["generator"]["achieved_rps_min_5s"].as_f64().unwrap().round(), 0.0, "a 5 s window inside the freeze accepted nothing");
+    // Canaries carry their scheduled time: the freeze shows in lag.
+    assert!(s["lag"]["max_s"].as_f64().unwrap() > 3.0, "lag {}", s["lag"]);
+    assert_eq!(r["max_passing_points"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_broker_that_never_comes_back_ends_the_step_with_a_reason_not_a_hang() {
+    let t = Instant::now();
+    let run = run_ladder(&[
+        "--steps", "400", "--soak", "10s", "--inflight", "64", "--connections", "2", "--freeze", "mosquitto:5s:600s",
+        "--drain-timeout", "10s",
+    ]);
+    let took = t.elapsed();
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("pushback"), "{}", reasons(s));
+    assert!(s["generator"]["not_offered"].as_u64().unwrap() > 0, "{}", s["generator"]);
+    assert!(took < Duration::from_secs(180), "the step took {took:?}");
+}
+
+/// A TCP proxy that forwards client → server at most `bytes_per_s`
+/// (shared by all connections) and server → client freely: a broker that
+/// accepts only so much.
+struct Throttle {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl Throttle {
+    fn start(upstream: u16, bytes_per_s: f64) -> Throttle {
+        let port = free_base_port();
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let next_free = Arc::new(Mutex::new(Instant::now()));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        let server = TcpStream::connect(("127.0.0.1", upstream)).unwrap();
+                        let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                        let (nf, st2) = (next_free.clone(), st.clone());
+                        std::thread::spawn(move || pump(client, server, Some((nf, bytes_per_s)), st2));
+                        let st3 = st.clone();
+                        std::thread::spawn(move || pump(s2, c2, None, st3));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Throttle { port, stop }
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, limit: Option<(Arc<Mutex<Instant>>, f64)>, stop: Arc<AtomicBool>) {
+    let mut buf = [0u8; 2048];
+    from.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    while !stop.load(Ordering::Relaxed) {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(_) => break,
+        };
+        if let Some((next_free, rate)) = &limit {
+            let wait_until = {
+                let mut nf = next_free.lock().unwrap();
+                let start = (*nf).max(Instant::now());
+                *nf = start + Duration::from_secs_f64(n as f64 / rate);
+                *nf
+            };
+            let now = Instant::now();
+            if wait_until > now {
+                std::thread::sleep(wait_until - now);
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// A local stack started by the test, driven by scalebench as an external one.
+fn external_stack() -> (local_stack::LocalStack, tempfile::TempDir, tokio::runtime::Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mut opts = local_stack::StackOptions::for_tests(dir.path().join("stack")).unwrap();
+    opts.historian.bin = Some(bin());
+    opts.historian.leading_args = vec!["reference-historian".into()];
+    let stack = rt.block_on(local_stack::LocalStack::start(opts)).expect("start the stack");
+    (stack, dir, rt)
+}
+
+#[test]
+fn a_broker_throttled_to_half_the_rate_fails_on_pushback() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (stack, dir, _rt) = external_stack();
+    // 400 readings/s of ~95 bytes each on the wire; let half of that through.
+    let proxy = Throttle::start(stack.mqtt_port(), 400.0 * 95.0 * 0.5);
+    let out = Command::new(bin())
+        .args([
+            "run", "--target", "baler", "--model", "plant-shaped", "--steps", "400", "--interval", "1s", "--warmup", "2s",
+            "--soak", "16s", "--sample-every", "2s", "--drain-timeout", "20s", "--connections", "2", "--inflight", "64",
+            "--stack", "external",
+        ])
+        .arg("--mqtt-url")
+        .arg(format!("mqtt://127.0.0.1:{}", proxy.port))
+        .arg("--pg-url")
+        .arg(stack.postgres_conn())
+        .arg("--results-dir")
+        .arg(dir.path().join("results"))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    drop(proxy);
+    let run = Run { out, dir };
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}\n{}", reasons(s), stderr(&run.out));
+    assert!(reasons(s).contains("pushback: the SUT accepted"), "{}", reasons(s));
+    let ratio = s["generator"]["achieved_ratio"].as_f64().unwrap();
+    assert!(ratio < 0.8, "a broker throttled to half accepted {ratio} of the target");
+    // An external stack's processes are not visible: restarts are unmeasured, never zero.
+    assert!(reasons(s).contains("not measured: restarts"), "{}", reasons(s));
+    stack.stop();
+}
+
+// ---- unmeasured is never zero -----------------------------------------------
+
+#[test]
+fn a_broker_whose_sys_topics_are_hidden_makes_the_step_inconclusive() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl");
+    // Everything but $SYS.
+    std::fs::write(&acl, "topic readwrite fbf/#\n").unwrap();
+    let run = run_ladder(&["--mosquitto-acl", acl.to_str().unwrap(), "--soak", "6s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "inconclusive", "{}", reasons(s));
+    assert!(reasons(s).contains("not measured: broker drops"), "{}", reasons(s));
+    assert_eq!(s["ingest"]["broker_dropped_delta"], serde_json::Value::Null);
+    let table = String::from_utf8_lossy(&run.out.stdout);
+    assert!(table.contains("n/m"), "the table shows unmeasured as n/m:\n{table}");
+}
+
+// ---- restarts and exits, detected from the processes ---------------------------
+
+#[test]
+fn a_broker_killed_mid_soak_and_brought_back_fails_the_step_on_the_restart() {
+    let run = run_ladder(&["--kill", "mosquitto:6s", "--soak", "10s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("mosquitto: restart"), "{}", reasons(s));
+    let m = &s["containers"]["mosquitto"];
+    assert_eq!(m["restarts"], 1, "{m}");
+    assert!(m["exits"].to_string().contains("signal 9"), "{m}");
+    assert_eq!(s["containers"]["postgres"]["restarts"], 0);
+}
+
+// ---- the one-reading check and the isolation guard ----------------------------
+
+#[test]
+fn a_broker_whose_acl_denies_the_generator_is_refused_before_step_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl");
+    std::fs::write(&acl, "topic readwrite fbf/#\ntopic read $SYS/#\nuser scalegen\ntopic read nothing/#\n").unwrap();
+    let run = run_ladder(&["--mosquitto-acl", acl.to_str().unwrap(), "--mqtt-user", "scalegen"]);
+    assert_eq!(run.out.status.code(), Some(1), "{}", stderr(&run.out));
+    let e = stderr(&run.out);
+    assert!(e.contains("acknowledged a reading") && e.contains("never reached storage"), "{e}");
+    let r = run.result();
+    assert_eq!(r["steps"].as_array().unwrap().len(), 0, "no step may be measured");
+    assert!(r["ended_because"].as_str().unwrap().contains("refused before step 1"), "{}", r["ended_because"]);
+}
+
+#[test]
+fn an_external_stack_on_a_live_default_port_is_refused_unless_the_host_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = ["run", "--stack", "external", "--mqtt-url", "mqtt://127.0.0.1:1883", "--pg-url", "host=127.0.0.1 port=25999 user=postgres dbname=scalebench"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--results-dir".into(), dir.path().join("results").display().to_string()]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let out = Command::new(bin()).args(args(&[])).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("1883") && e.contains("live system's default port") && e.contains("--live-host 127.0.0.1"), "{e}");
+    // Named: the guard lets it through (and the run then fails to connect, which is fine here).
+    let out = Command::new(bin()).args(args(&["--live-host", "127.0.0.1"])).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    assert!(!stderr(&out).contains("live system's default port"), "{}", stderr(&out));
+}
+
+#[test]
+fn jetstream_never_deletes_a_stream_it_did_not_create() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let opts = local_stack::nats::NatsOptions::new(dir.path().join("nats"), 1);
+    let cluster = local_stack::nats::NatsCluster::start(opts).unwrap();
+    let url = cluster.client_urls().join(",");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = async_nats::connect(&url).await.unwrap();
+        let js = async_nats::jetstream::new(c);
+        js.create_stream(async_nats::jetstream::stream::Config { name: "SCALE".into(), subjects: vec!["scale.>".into()], ..Default::default() })
+            .await
+            .unwrap();
+        js.publish("scale.readings.x", "somebody's data".into()).await.unwrap().await.unwrap();
+    });
+    let out = Command::new(bin())
+        .args(["run", "--target", "nats-jetstream", "--stack", "external", "--nats-url", &url, "--steps", "100", "--soak", "2s", "--warmup", "1s"])
+        .arg("--results-dir")
+        .arg(dir.path().join("results"))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(e.contains("already exists") && e.contains("never deletes"), "{e}");
+    let messages = rt.block_on(async {
+        let c = async_nats::connect(&url).await.unwrap();
+        let js = async_nats::jetstream::new(c);
+        js.get_stream("SCALE").await.unwrap().info().await.unwrap().state.messages
+    });
+    assert_eq!(messages, 1, "the stream and its message must be untouched");
+    cluster.stop();
+}
+
+// ---- plugin SQL is read-only; counts are this run's ---------------------------
+
+#[test]
+fn plugin_sql_cannot_write_the_rows_it_counts() {
+    let pg = pg::TestPg::start();
+    pg.client().batch_execute("CREATE TABLE point_history (point text, ts timestamptz, value float8)").unwrap();
+    let svc = scalebench::services::StackServices::new([("postgres".to_string(), pg.conn_string())].into(), Default::default()).unwrap();
+    for statement in [
+        "INSERT INTO point_history VALUES ('s0/e0/x', now(), 1)",
+        "WITH w AS (INSERT INTO point_history VALUES ('s0/e0/x', now(), 1) RETURNING 1) SELECT count(*) FROM w",
+        "DELETE FROM point_history",
+        "CREATE TABLE sneaky (x int)",
+    ] {
+        let (r, _) = svc.timed_sql("bad-probes", "postgres", statement, &[]);
+        let e = r.expect_err(statement);
+        assert!(e.contains("read-only"), "{statement}: {e}");
+    }
+    // Turning it off first does not help: every statement runs in a read-only transaction.
+    let _ = svc.timed_sql("bad-probes", "postgres", "SET default_transaction_read_only = off", &[]);
+    let (r, _) = svc.timed_sql("bad-probes", "postgres", "INSERT INTO point_history VALUES ('s0/e0/x', now(), 1)", &[]);
+    assert!(r.unwrap_err().contains("read-only"));
+    let n: i64 = pg.client().query_one("SELECT count(*) FROM point_history", &[]).unwrap().get(0);
+    assert_eq!(n, 0);
+    // Reads work.
+    let (r, _) = svc.timed_sql("probes", "postgres", "SELECT count(*)::bigint FROM point_history", &[]);
+    assert!(r.is_ok(), "{r:?}");
+}
+
+#[test]
+fn rows_from_another_writer_in_the_same_table_do_not_hide_loss() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let base = free_base_port();
+    let args = ladder_args(dir.path(), &["--historian-drop-one-in", "50", "--base-port", &base.to_string(), "--soak", "10s"]);
+    let mut child = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // Another writer: rows of other points, with timestamps in the step's
+    // window, more per second than the historian drops.
+    let conn = format!("host=127.0.0.1 port={} user=postgres dbname=scalebench connect_timeout=2", base + 1);
+    let written = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut client = None;
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        if client.is_none() {
+            client = postgres::Client::connect(&conn, postgres::NoTls).ok();
+        }
+        if let Some(c) = client.as_mut() {
+            let n = written.fetch_add(1, Ordering::Relaxed);
+            if c.execute("INSERT INTO point_history (point, ts, value) SELECT 'other/' || $1::text || '/' || g, now(), 1 FROM generate_series(1, 5) g", &[&n.to_string()]).is_err() {
+                client = None;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let run = Run { out, dir };
+    assert!(written.load(Ordering::Relaxed) > 50, "the other writer wrote nothing");
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("data loss"), "{}", reasons(s));
+    let dropped = run.historian_stats()["dropped"].as_u64().unwrap();
+    assert!(dropped > 0);
+    assert_eq!(s["ingest"]["missing_acked"].as_u64().unwrap(), dropped, "exactly what the historian dropped, whatever else is in the table");
+}
+
+// ---- live-safety -----------------------------------------------------------------
+
+/// A "live install": answers at once for the baseline, then slowly.
+fn slow_live_server(fast_requests: u64, slow: Duration) -> (u16, Arc<AtomicBool>) {
+    let port = free_base_port();
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    std::thread::spawn(move || {
+        let mut served = 0u64;
+        while !st.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((mut c, _)) => {
+                    c.set_nonblocking(false).unwrap();
+                    let mut buf = [0u8; 1024];
+                    let _ = c.read(&mut buf);
+                    served += 1;
+                    if served > fast_requests {
+                        std::thread::sleep(slow);
+                    }
+                    let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    (port, stop)
+}
+
+#[test]
+fn a_live_install_that_slows_down_stops_the_step_as_inconclusive() {
+    let (port, stop) = slow_live_server(3, Duration::from_millis(1500));
+    let url = format!("http://127.0.0.1:{port}/ui/");
+    let run = run_ladder(&["--live-url", &url, "--soak", "30s", "--sample-every", "2s"]);
+    stop.store(true, Ordering::Relaxed);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "inconclusive", "{}", reasons(s));
+    assert!(reasons(s).contains("live-safety") && reasons(s).contains("3 bad samples in a row"), "{}", reasons(s));
+    // It stopped early, well before the 32 s of load.
+    assert!(s["generator"]["not_offered"].as_u64().unwrap() > 0 || s["duration_s"].as_f64().unwrap() < 32.0, "{}", s["generator"]);
+    assert!(s["live_safety"].as_array().unwrap().iter().filter(|x| !x["bad"].is_null()).count() >= 3);
+}
+
+// ---- crash tests with a control ------------------------------------------------
+
+#[test]
+fn an_ack_before_commit_historian_loses_acknowledged_readings_when_killed() {
+    let run = run_ladder(&["--historian-ack-before-commit", "--kill-historian-after", "5s", "--soak", "10s", "--steps", "1000"]);
+    let r = run.result();
+    let s = step0(&r);
+    let missing = s["ingest"]["missing_acked"].as_u64().unwrap();
+    assert!(missing > 0, "the control case must lose acknowledged readings: {}", s["ingest"]);
+    assert!(reasons(s).contains("data loss"), "{}", reasons(s));
+}
+
+#[test]
+fn killing_postgres_mid_soak_loses_nothing_acknowledged_and_is_reported() {
+    let run = run_ladder(&["--kill-postgres-after", "5s", "--soak", "12s", "--drain-timeout", "60s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["ingest"]["missing_acked"], 0, "{}", s["ingest"]);
+    assert!(s["ingest"]["acked"].as_u64().unwrap() > 1000);
+    assert!(reasons(s).contains("postgres: restart"), "{}", reasons(s));
+}
+
+#[test]
+fn killing_postgres_under_an_ack_before_commit_historian_loses_acknowledged_readings() {
+    let run = run_ladder(&["--historian-ack-before-commit", "--kill-postgres-after", "5s", "--soak", "12s", "--steps", "1000", "--drain-timeout", "60s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert!(s["ingest"]["missing_acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);
+}
+
+// ---- durability as the ingest path sees it ---------------------------------------
+
+#[test]
+fn a_non_durable_ingest_session_on_a_durable_server_is_not_comparable() {
+    let run = run_ladder(&["--historian-session-setting", "synchronous_commit=off", "--soak", "4s"]);
+    let r = run.result();
+    let d = &step0(&r)["durability"];
+    assert_eq!(d["synchronous_commit"], "on", "{d}");
+    assert_eq!(d["ingest_synchronous_commit"], "off", "{d}");
+    assert_eq!(d["scope"], "ingest path");
+    assert_eq!(d["comparable"], false);
+}
+
+// ---- budgets match the probe set ------------------------------------------------
+
+#[test]
+fn a_probe_without_a_budget_or_a_budget_without_a_probe_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = dir.path().join("budgets.json");
+    for (text, want) in [
+        (r#"{"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional"}, "hour-1000": {"budget_s": 1.0, "source": "provisional"}}}"#, "`day-1`"),
+        (
+            r#"{"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional"}, "hour-1000": {"budget_s": 1.0, "source": "provisional"}, "day-1": {"budget_s": 1.0, "source": "provisional"}, "day-one": {"budget_s": 1.0, "source": "provisional"}}}"#,
+            "`day-one`",
+        ),
+    ] {
+        std::fs::write(&budgets, text).unwrap();
+        let out = Command::new(bin())
+            .args(ladder_args(dir.path(), &["--budgets", budgets.to_str().unwrap()]))
+            .env("SCALEBENCH_CACHE_DIR", cache_dir())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let e = stderr(&out);
+        assert!(e.contains(want) && e.contains("hint:"), "{e}");
+        assert!(!dir.path().join("stack").exists(), "nothing should have started");
+    }
+}
