@@ -138,6 +138,15 @@ pub struct HistorianOptions {
     /// Arguments put before all others: lets a multi-call binary run the
     /// historian (`scalebench reference-historian --mqtt-host ...`).
     pub leading_args: Vec<String>,
+    /// `--ack-before-commit`: the UNSAFE control mode (acknowledge on
+    /// arrival, one write attempt per batch); a crash of the historian or of
+    /// PostgreSQL then loses acknowledged readings. Default false.
+    pub ack_before_commit: bool,
+    /// `--session-setting NAME=VALUE` each: `SET NAME = 'VALUE'` on the
+    /// historian's ingest connection after every connect (e.g.
+    /// `("synchronous_commit", "off")` for a non-durable ingest path on a
+    /// durable server). Shows in table `ingest_session`.
+    pub session_settings: Vec<(String, String)>,
 }
 
 impl Default for HistorianOptions {
@@ -149,6 +158,8 @@ impl Default for HistorianOptions {
             client_id: "reference-historian".into(),
             extra_args: Vec::new(),
             leading_args: Vec::new(),
+            ack_before_commit: false,
+            session_settings: Vec::new(),
         }
     }
 }
@@ -503,6 +514,12 @@ impl LocalStack {
         }
         if let Some(d) = h.delay_ms {
             cmd.args(["--delay-ms", &d.to_string()]);
+        }
+        if h.ack_before_commit {
+            cmd.arg("--ack-before-commit");
+        }
+        for (name, value) in &h.session_settings {
+            cmd.arg("--session-setting").arg(format!("{name}={value}"));
         }
         cmd.args(&h.extra_args);
         cmd

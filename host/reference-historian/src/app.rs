@@ -13,6 +13,16 @@
 //! redelivered by the broker when the persistent session resumes, and the
 //! primary key (point, ts) makes the redelivery idempotent.
 //!
+//! `--ack-before-commit` is a deliberately unsafe control mode: every message
+//! is acknowledged as it arrives and each batch gets one write attempt, so a
+//! crash of the historian (pending batches) or of PostgreSQL (batches that
+//! meet it down) loses acknowledged readings. It exists to show that a
+//! harness notices.
+//!
+//! Every (re)connect to PostgreSQL applies `--session-setting`s, then
+//! records `SHOW fsync`, `synchronous_commit` and `full_page_writes` of that
+//! very connection in table `ingest_session` (see [`crate::INGEST_SESSION_SQL`]).
+//!
 //! Flow control: acks travel to the broker through rumqttc's request channel,
 //! which only the event loop drains. Its capacity is `--max-unacked`; it must
 //! be at least the broker's per-client in-flight limit
@@ -26,7 +36,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use crate::{classify, Message, Reading, Stats, SCHEMA_SQL, SUBSCRIPTION};
+use crate::{classify, Message, Reading, Stats, INGEST_SESSION_SQL, SCHEMA_SQL, SUBSCRIPTION};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -79,6 +89,36 @@ struct Args {
     /// Write counters here as JSON every second and on SIGTERM (tmp + rename).
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    /// UNSAFE control mode: acknowledge (PUBACK) every message as soon as it
+    /// arrives, before the transaction holding it committed, and give each
+    /// batch a single write attempt (a batch that fails is lost, not retried).
+    /// A crash of the historian or of PostgreSQL then loses acknowledged
+    /// readings: use it only to prove that a harness detects such loss.
+    #[arg(long)]
+    ack_before_commit: bool,
+    /// `NAME=VALUE`: run `SET NAME = 'VALUE'` on the ingest connection after
+    /// every connect (e.g. `synchronous_commit=off` makes the ingest path
+    /// non-durable while the server stays durable). Repeatable.
+    #[arg(long = "session-setting", value_name = "NAME=VALUE", value_parser = parse_session_setting)]
+    session_settings: Vec<(String, String)>,
+}
+
+/// `NAME=VALUE` with NAME a plain PostgreSQL parameter name (letters, digits,
+/// `_`, and `.` for extension parameters).
+fn parse_session_setting(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE (e.g. synchronous_commit=off)"))?;
+    let name = name.trim();
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !ok {
+        return Err(format!("{name:?} is not a PostgreSQL parameter name (letters, digits, _ and . only)"));
+    }
+    if value.contains('\0') {
+        return Err("the value contains a NUL byte".into());
+    }
+    Ok((name.to_string(), value.trim().to_string()))
 }
 
 #[derive(Default)]
@@ -119,6 +159,8 @@ struct Item {
     gen: u64,
     arrived: Instant,
     kind: Kind,
+    /// Already acknowledged on arrival (`--ack-before-commit`).
+    acked: bool,
 }
 
 /// Parse `args` (the first item is the program name) and run until
@@ -152,9 +194,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let gen = Arc::new(AtomicU64::new(0));
     log!(
         "info",
-        "starting: mqtt {}:{} client id {:?}, batch ≤{} / {} ms, drop one in {}, delay {} ms",
+        "starting: mqtt {}:{} client id {:?}, batch ≤{} / {} ms, drop one in {}, delay {} ms{}{}",
         args.mqtt_host, args.mqtt_port, args.client_id, args.batch_max, args.batch_wait_ms,
-        args.drop_one_in, args.delay_ms
+        args.drop_one_in, args.delay_ms,
+        if args.ack_before_commit { ", UNSAFE: acks before commit (--ack-before-commit)" } else { "" },
+        args.session_settings.iter().map(|(k, v)| format!(", SET {k} = {v:?}")).collect::<String>()
     );
 
     // Stats file and SIGTERM/SIGINT.
@@ -299,7 +343,17 @@ async fn mqtt_loop(
                         Kind::AckOnly
                     }
                 };
-                let item = Item { publish, gen: gen.load(Ordering::SeqCst), arrived, kind };
+                // Control mode: acknowledge now, before anything is stored.
+                let acked = args.ack_before_commit;
+                if acked {
+                    if let Err(e) = client.try_ack(&publish) {
+                        let c = client.clone();
+                        let p = publish.clone();
+                        log!("warn", "mqtt: early ack queued ({e})");
+                        tokio::spawn(async move { c.ack(&p).await });
+                    }
+                }
+                let item = Item { publish, gen: gen.load(Ordering::SeqCst), arrived, kind, acked };
                 if tx.send(item).await.is_err() {
                     anyhow::bail!("writer stopped");
                 }
@@ -331,8 +385,14 @@ async fn writer(
     counters: Arc<Counters>,
     gen: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
-    let mut db = Db { conn: args.pg.clone(), client: None };
-    db.ensure().await;
+    let mut db = Db {
+        conn: args.pg.clone(),
+        client: None,
+        client_id: args.client_id.clone(),
+        settings: args.session_settings.clone(),
+    };
+    db.ensure().await?;
+    let mut lost_batches = 0u64;
     let wait = Duration::from_millis(args.batch_wait_ms);
     let mut batch: Vec<Item> = Vec::with_capacity(args.batch_max);
     loop {
@@ -349,7 +409,24 @@ async fn writer(
             }
         }
 
-        let outcome = db.write(&batch).await;
+        let outcome = if args.ack_before_commit {
+            match db.write_once(&batch).await? {
+                Ok(o) => o,
+                Err(why) => {
+                    lost_batches += 1;
+                    let readings = batch.iter().filter(|i| matches!(i.kind, Kind::Reading(_))).count();
+                    if lost_batches <= 20 || lost_batches.is_power_of_two() {
+                        log!(
+                            "warn",
+                            "lost a batch of {readings} acknowledged readings ({why}); --ack-before-commit does not retry (lost batches: {lost_batches})"
+                        );
+                    }
+                    Outcome::default()
+                }
+            }
+        } else {
+            db.write(&batch).await?
+        };
         counters.stored.fetch_add(outcome.inserted, Ordering::Relaxed);
         counters.duplicates.fetch_add(outcome.duplicates, Ordering::Relaxed);
         counters.malformed.fetch_add(outcome.rejected, Ordering::Relaxed);
@@ -358,6 +435,9 @@ async fn writer(
         let current = gen.load(Ordering::SeqCst);
         let mut stale = 0usize;
         for item in &batch {
+            if item.acked {
+                continue;
+            }
             if item.gen != current {
                 stale += 1;
                 continue;
@@ -384,11 +464,36 @@ struct Outcome {
 struct Db {
     conn: String,
     client: Option<Client>,
+    /// MQTT client id: the key of this historian's `ingest_session` row.
+    client_id: String,
+    /// `--session-setting` pairs, applied after every connect.
+    settings: Vec<(String, String)>,
 }
+
+/// Why a connect did not give a usable ingest connection.
+enum ConnectError {
+    /// PostgreSQL refused a `--session-setting`: retrying cannot help.
+    Setting(String),
+    /// Unreachable, starting up, or the connection broke: retry.
+    Transient(anyhow::Error),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Setting(s) => f.write_str(s),
+            ConnectError::Transient(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+/// Bound on one connection attempt (TCP, startup, settings, schema).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Db {
     /// Connect (retrying with backoff until it works) and create the schema.
-    async fn ensure(&mut self) -> &Client {
+    /// Fails only when PostgreSQL refuses a `--session-setting`.
+    async fn ensure(&mut self) -> anyhow::Result<&Client> {
         if self.client.as_ref().is_some_and(|c| c.is_closed()) {
             self.client = None;
         }
@@ -397,32 +502,57 @@ impl Db {
         while self.client.is_none() {
             attempt += 1;
             match self.connect().await {
-                Ok(c) => {
-                    log!("info", "postgres: connected, schema ready");
-                    self.client = Some(c);
-                }
+                Ok(c) => self.client = Some(c),
+                Err(ConnectError::Setting(s)) => anyhow::bail!("{s}"),
                 Err(e) => {
                     if attempt == 1 || attempt.is_multiple_of(10) {
-                        log!("warn", "postgres: unreachable or not ready ({e:#}); retrying every ≤5s (attempt {attempt})");
+                        log!("warn", "postgres: unreachable or not ready ({e}); retrying every ≤5s (attempt {attempt})");
                     }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
         }
-        self.client.as_ref().expect("connected")
+        Ok(self.client.as_ref().expect("connected"))
     }
 
-    async fn connect(&self) -> anyhow::Result<Client> {
+    async fn connect(&self) -> Result<Client, ConnectError> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, self.connect_inner()).await {
+            Ok(r) => r,
+            Err(_) => Err(ConnectError::Transient(anyhow::anyhow!("no answer within {CONNECT_TIMEOUT:?}"))),
+        }
+    }
+
+    /// Connect, apply the session settings, create the schema and the
+    /// staging table, then record what this very connection does for
+    /// durability in `ingest_session`.
+    async fn connect_inner(&self) -> Result<Client, ConnectError> {
+        let transient = ConnectError::Transient;
         let (client, connection) = tokio_postgres::connect(&self.conn, NoTls)
             .await
-            .with_context(|| format!("connect with {:?}", redact(&self.conn)))?;
+            .with_context(|| format!("connect with {:?}", redact(&self.conn)))
+            .map_err(transient)?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 log!("warn", "postgres: connection ended: {}", pg_error(&e));
             }
         });
-        client.batch_execute(SCHEMA_SQL).await.context("create schema")?;
+        for (name, value) in &self.settings {
+            let sql = format!("SET {name} = {}", quote_literal(value));
+            if let Err(e) = client.batch_execute(&sql).await {
+                return Err(if e.as_db_error().is_some() {
+                    ConnectError::Setting(format!(
+                        "--session-setting {name}={value}: PostgreSQL refused it ({}); fix or remove the setting",
+                        pg_error(&e)
+                    ))
+                } else {
+                    ConnectError::Transient(anyhow::anyhow!("{sql}: {}", pg_error(&e)))
+                });
+            }
+        }
+        let step = |what: &'static str| move |e: tokio_postgres::Error| ConnectError::Transient(anyhow::anyhow!("{what}: {}", pg_error(&e)));
+        client.batch_execute(SCHEMA_SQL).await.map_err(step("create schema"))?;
+        client.batch_execute(INGEST_SESSION_SQL).await.map_err(step("create ingest_session"))?;
         client
             .batch_execute(
                 "CREATE TEMP TABLE IF NOT EXISTS staging_points \
@@ -430,31 +560,83 @@ impl Db {
                  ON COMMIT DELETE ROWS",
             )
             .await
-            .context("create staging table")?;
+            .map_err(step("create staging table"))?;
+        let mut shown = Vec::with_capacity(3);
+        for name in ["fsync", "synchronous_commit", "full_page_writes"] {
+            let row = client.query_one(&format!("SHOW {name}"), &[]).await.map_err(step("read durability settings"))?;
+            shown.push(row.get::<_, String>(0));
+        }
+        client
+            .execute(
+                "INSERT INTO ingest_session (client, fsync, synchronous_commit, full_page_writes, pid, at) \
+                 VALUES ($1, $2, $3, $4, pg_backend_pid(), now()) \
+                 ON CONFLICT (client) DO UPDATE SET fsync = EXCLUDED.fsync, \
+                 synchronous_commit = EXCLUDED.synchronous_commit, full_page_writes = EXCLUDED.full_page_writes, \
+                 pid = EXCLUDED.pid, at = EXCLUDED.at",
+                &[&self.client_id, &shown[0], &shown[1], &shown[2]],
+            )
+            .await
+            .map_err(step("record ingest_session"))?;
+        log!(
+            "info",
+            "postgres: connected, schema ready; ingest connection: fsync {}, synchronous_commit {}, full_page_writes {}",
+            shown[0], shown[1], shown[2]
+        );
         Ok(client)
+    }
+
+    /// `--ack-before-commit`: one attempt (connecting first if needed). The
+    /// outer error is fatal (a refused session setting); the inner one means
+    /// the batch was not written.
+    async fn write_once(&mut self, batch: &[Item]) -> anyhow::Result<Result<Outcome, String>> {
+        let refs: Vec<&Item> = batch.iter().collect();
+        if refs.iter().all(|i| matches!(i.kind, Kind::AckOnly)) {
+            return Ok(Ok(Outcome::default()));
+        }
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            self.client = None;
+        }
+        if self.client.is_none() {
+            match self.connect().await {
+                Ok(c) => self.client = Some(c),
+                Err(ConnectError::Setting(s)) => anyhow::bail!("{s}"),
+                Err(e) => return Ok(Err(format!("postgres unreachable: {e}"))),
+            }
+        }
+        let client = self.client.as_ref().expect("connected");
+        match write_tx(client, &refs).await {
+            Ok((inserted, readings)) => {
+                Ok(Ok(Outcome { inserted, duplicates: readings - inserted, rejected: 0, transactions: 1 }))
+            }
+            Err(e) if is_data_error(&e) => Ok(Ok(self.write_one_by_one(&refs).await?)),
+            Err(e) => {
+                self.client = None;
+                Ok(Err(format!("write failed: {}", pg_error(&e))))
+            }
+        }
     }
 
     /// Write one batch; retries (reconnecting) until PostgreSQL took it. A
     /// batch refused as data is written message by message instead, so one
     /// bad message cannot block the pipeline.
-    async fn write(&mut self, batch: &[Item]) -> Outcome {
+    async fn write(&mut self, batch: &[Item]) -> anyhow::Result<Outcome> {
         let refs: Vec<&Item> = batch.iter().collect();
         if refs.iter().all(|i| matches!(i.kind, Kind::AckOnly)) {
-            return Outcome::default();
+            return Ok(Outcome::default());
         }
         let mut backoff = Duration::from_millis(250);
         let mut attempt = 0u64;
         loop {
             attempt += 1;
-            let client = self.ensure().await;
+            let client = self.ensure().await?;
             match write_tx(client, &refs).await {
                 Ok((inserted, readings)) => {
-                    return Outcome {
+                    return Ok(Outcome {
                         inserted,
                         duplicates: readings - inserted,
                         rejected: 0,
                         transactions: 1,
-                    }
+                    })
                 }
                 Err(e) if is_data_error(&e) => {
                     log!("warn", "postgres refused a batch of {} as data ({}); writing its messages one by one", batch.len(), pg_error(&e));
@@ -472,14 +654,14 @@ impl Db {
         }
     }
 
-    async fn write_one_by_one(&mut self, items: &[&Item]) -> Outcome {
+    async fn write_one_by_one(&mut self, items: &[&Item]) -> anyhow::Result<Outcome> {
         let mut out = Outcome::default();
         for item in items {
             if matches!(item.kind, Kind::AckOnly) {
                 continue;
             }
             loop {
-                let client = self.ensure().await;
+                let client = self.ensure().await?;
                 match write_tx(client, std::slice::from_ref(item)).await {
                     Ok((inserted, readings)) => {
                         out.inserted += inserted;
@@ -500,7 +682,7 @@ impl Db {
                 }
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -603,6 +785,11 @@ fn pg_error(e: &tokio_postgres::Error) -> String {
     }
 }
 
+/// A SQL string literal: `'…'` with quotes doubled.
+fn quote_literal(v: &str) -> String {
+    format!("'{}'", v.replace('\'', "''"))
+}
+
 fn redact(conn: &str) -> String {
     conn.split_whitespace()
         .map(|kv| if kv.starts_with("password=") { "password=…" } else { kv })
@@ -622,5 +809,29 @@ async fn write_stats(path: &std::path::Path, stats: &Stats) {
     .await;
     if let Err(e) = r {
         log!("warn", "cannot write stats file {}: {e}", path.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_settings_parse_and_refuse_odd_names() {
+        assert_eq!(parse_session_setting("synchronous_commit=off").unwrap(), ("synchronous_commit".into(), "off".into()));
+        assert_eq!(parse_session_setting("my.ext=a=b").unwrap(), ("my.ext".into(), "a=b".into()));
+        assert!(parse_session_setting("synchronous_commit").unwrap_err().contains("NAME=VALUE"));
+        assert!(parse_session_setting("x; DROP TABLE point_history=1").is_err());
+        assert!(parse_session_setting("=1").is_err());
+        assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn control_mode_flags_parse() {
+        let a = Args::parse_from(["h", "--ack-before-commit", "--session-setting", "synchronous_commit=off", "--session-setting", "work_mem=64MB"]);
+        assert!(a.ack_before_commit);
+        assert_eq!(a.session_settings.len(), 2);
+        let a = Args::parse_from(["h"]);
+        assert!(!a.ack_before_commit && a.session_settings.is_empty());
     }
 }

@@ -7,6 +7,8 @@
 //!
 //! This library holds what other components rely on:
 //! - [`SCHEMA_SQL`]: the tables it creates (`point_history`, `entity_tags`);
+//! - [`INGEST_SESSION_SQL`]: `ingest_session`, one row per historian saying
+//!   what its own ingest connection does for durability;
 //! - [`classify`]: how a topic and payload become a reading, a tags upsert or
 //!   a malformed message;
 //! - [`Stats`]: the JSON it writes to `--stats-file`.
@@ -30,6 +32,17 @@ CREATE TABLE IF NOT EXISTS point_history (
   stored_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (point, ts));
 CREATE INDEX IF NOT EXISTS point_history_ts ON point_history (ts);
 CREATE TABLE IF NOT EXISTS entity_tags (topic text PRIMARY KEY, payload jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
+";
+
+/// The historian's record of its own ingest path: right after every connect
+/// to PostgreSQL it reads `SHOW fsync`, `SHOW synchronous_commit` and `SHOW
+/// full_page_writes` on the connection it writes readings through (after any
+/// `--session-setting`) and upserts its row, keyed by its MQTT client id. A
+/// server that is durable can still be written to non-durably by a session
+/// (`SET synchronous_commit = off`); this row shows what the writes got.
+pub const INGEST_SESSION_SQL: &str = "\
+CREATE TABLE IF NOT EXISTS ingest_session (client text PRIMARY KEY, fsync text NOT NULL, synchronous_commit text NOT NULL,
+  full_page_writes text NOT NULL, pid int NOT NULL, at timestamptz NOT NULL DEFAULT now());
 ";
 
 /// Counters written to `--stats-file` every second and on SIGTERM.
