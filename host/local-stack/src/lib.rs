@@ -844,7 +844,11 @@ impl LocalStack {
                 }
             };
             self.clear_leftovers(service);
-            match self.start_service(service).await {
+            let started = match self.port_free_again(service).await {
+                Ok(()) => self.start_service(service).await,
+                Err(e) => Err(e),
+            };
+            match started {
                 Ok(()) => {
                     let pid = self.mark_started(service);
                     self.trackers[i].health.restarts += 1;
@@ -891,6 +895,25 @@ impl LocalStack {
             Service::Postgres => self.start_postgres().await,
             Service::Mosquitto => self.start_mosquitto().await,
             Service::Historian => self.spawn_historian().await,
+        }
+    }
+
+    /// Before a restart: the service's port must be free again (a killed
+    /// server's listening socket goes with it; something else may have taken
+    /// it meanwhile, and would pass the readiness probe in its place).
+    async fn port_free_again(&self, service: Service) -> Result<(), StackError> {
+        let port = match service {
+            Service::Postgres => self.opts.pg_port,
+            Service::Mosquitto => self.opts.mqtt_port,
+            Service::Historian => return Ok(()),
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match guard::port_free(port) {
+                Ok(()) => return Ok(()),
+                Err(detail) if Instant::now() >= deadline => return Err(StackError::PortTaken { service, port, detail }),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
         }
     }
 

@@ -71,6 +71,8 @@ async fn crash(name: &str, victim: Service, down: Duration, tweak: impl FnOnce(&
     let set: HashSet<u64> = ids.iter().copied().collect();
     assert_eq!(set.len(), ids.len(), "a reading is stored more than once");
     assert!(stack.supervise().await.is_empty(), "nothing else happened");
+    // In either mode the ingest path works again after the crash.
+    stack.reading_check().await.expect("a reading is stored after the restart");
     let h = stack.health().into_iter().find(|h| h.service == victim.to_string()).unwrap();
     assert_eq!((h.restarts, h.exits.len()), (1, 1), "{h:?}");
     let lost = acked.iter().filter(|id| !set.contains(id)).count();

@@ -156,3 +156,49 @@ async fn historian_exits_are_detected_both_ways() {
     stack.reading_check().await.expect("the historian stores again");
     stack.stop();
 }
+
+// A restart that fails (mosquitto's port taken meanwhile) leaves the service
+// marked not running and says why; no new attempt within 5 s; once the port
+// is free again the next attempt brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_restart_is_reported_and_retried_after_5_s() {
+    let _one = one_stack_at_a_time().await;
+    let run = TempRun::new("sup-fail");
+    let mut stack = start(&run, |_| {}).await;
+    let port = stack.mqtt_port();
+    let old = stack.pid(Service::Mosquitto).unwrap();
+    stack.kill(Service::Mosquitto, libc::SIGKILL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pid_alive(old) {
+        assert!(Instant::now() < deadline, "mosquitto did not die");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let holder = std::net::TcpListener::bind(("127.0.0.1", port)).expect("take the broker's port");
+    let ev = supervise_until_event(&mut stack, Duration::from_secs(10)).await;
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    eprintln!("failed restart: {ev:?}");
+    assert!(ev[0].starts_with("mosquitto: killed by signal 9 (SIGKILL); restart failed: "), "{ev:?}");
+    assert!(!ev[0].contains('\n'), "one line per event: {ev:?}");
+    let h = health_of(&mut stack, Service::Mosquitto);
+    assert_eq!((h.running, h.restarts, h.exits.len()), (false, 0, 1), "{h:?}");
+    assert!(stack.kill(Service::Mosquitto, libc::SIGKILL).unwrap_err().to_string().contains("hint:"));
+
+    let failed_at = Instant::now();
+    drop(holder);
+    loop {
+        let ev = stack.supervise().await;
+        if failed_at.elapsed() < Duration::from_millis(4900) {
+            assert!(ev.is_empty(), "no new attempt within 5 s: {ev:?}");
+        } else if !ev.is_empty() {
+            assert_eq!(ev.len(), 1, "{ev:?}");
+            assert!(ev[0].starts_with("mosquitto: restarted"), "{ev:?}");
+            break;
+        }
+        assert!(failed_at.elapsed() < Duration::from_secs(15), "never retried");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let h = health_of(&mut stack, Service::Mosquitto);
+    assert_eq!((h.running, h.restarts, h.exits.len()), (true, 1, 1), "{h:?}");
+    stack.reading_check().await.expect("readings flow again");
+    stack.stop();
+}
