@@ -454,3 +454,24 @@ fn a_probe_without_a_budget_or_a_budget_without_a_probe_is_refused_before_anythi
         assert!(!dir.path().join("stack").exists(), "nothing should have started");
     }
 }
+
+// ---- probes: their own connection, and only under load ----------------------------
+
+#[test]
+fn a_slow_probe_neither_inflates_lag_nor_counts_after_the_load_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = dir.path().join("budgets.json");
+    std::fs::write(&budgets, r#"{"probes": {"slow": {"budget_s": 100.0, "source": "provisional"}}}"#).unwrap();
+    let probes = bad_plugin("slow-probes");
+    // Probes start at mid-soak (8 s left); 6 runs of 2 s cannot all finish under load.
+    let run = run_ladder(&[
+        "--probes", probes.to_str().unwrap(), "--probe-params", r#"{"sleep_s": 2}"#, "--budgets", budgets.to_str().unwrap(),
+        "--soak", "16s",
+    ]);
+    let r = run.result();
+    let s = step0(&r);
+    let lag_max = s["lag"]["max_s"].as_f64().unwrap();
+    assert!(lag_max < 1.2, "a 2 s probe inflated lag to {lag_max} s: canary polling must not wait behind probes");
+    assert_eq!(s["status"], "inconclusive", "{}", reasons(s));
+    assert!(reasons(s).contains("not measured: probe slow: did not finish while the load ran"), "{}", reasons(s));
+}
