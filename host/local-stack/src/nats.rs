@@ -33,7 +33,8 @@
 //! 4. Readiness, bounded by [`NatsOptions::ready_timeout`]: every node's
 //!    `/healthz` answers 200 (in a cluster nats-server answers 503 until
 //!    JetStream has contact with a meta leader); in a cluster, every node's
-//!    `/jsz` also names a meta leader and `/varz` counts at least N-1 routes,
+//!    `/jsz` also names a meta leader and counts a meta cluster of N, and
+//!    `/varz` counts at least N-1 routes,
 //!    so that a stream with replicas = N can be placed at once.
 //!
 //! A cluster that fails to start stops what it started. Errors name the node,
@@ -708,6 +709,12 @@ fn node_ready(monitor: u16, clustered: bool, want_routes: usize) -> Result<(), S
         let leader = jsz.pointer("/meta_cluster/leader").and_then(|v| v.as_str()).unwrap_or("");
         if leader.is_empty() {
             return Err("/jsz names no JetStream meta leader yet".into());
+        }
+        // Right after a leader is known a node may still count fewer peers.
+        if let Some(size) = jsz.pointer("/meta_cluster/cluster_size").and_then(|v| v.as_u64()) {
+            if (size as usize) < want_routes + 1 {
+                return Err(format!("/jsz counts a meta cluster of {size}, want {}", want_routes + 1));
+            }
         }
         let (_, body) = http_get(monitor, "/varz")?;
         let varz: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("/varz is not JSON: {e}"))?;
