@@ -90,7 +90,9 @@ impl Stack {
     pub async fn supervise(&mut self) -> Vec<String> {
         match self {
             Stack::Local(s) => s.supervise().await,
-            Stack::Nats(c) => tokio::task::block_in_place(|| c.supervise()),
+            // On this worker thread, not a blocking-pool one: a child dies with
+            // the thread that spawned it, and pool threads come and go.
+            Stack::Nats(c) => c.supervise(),
             _ => Vec::new(),
         }
     }

@@ -390,7 +390,9 @@ fn a_live_install_that_slows_down_stops_the_step_as_inconclusive() {
 
 #[test]
 fn an_ack_before_commit_historian_loses_acknowledged_readings_when_killed() {
-    let run = run_ladder(&["--historian-ack-before-commit", "--kill-historian-after", "5s", "--soak", "10s", "--steps", "1000"]);
+    // Readings wait 1 s in the historian's memory after arriving: acked on
+    // arrival, a SIGKILL loses about a second of them every time.
+    let run = run_ladder(&["--kill-historian-after", "5s", "--soak", "10s", "--historian-delay-ms", "1000", "--historian-ack-before-commit"]);
     let r = run.result();
     let s = step0(&r);
     let missing = s["ingest"]["missing_acked"].as_u64().unwrap();
@@ -410,7 +412,7 @@ fn killing_postgres_mid_soak_loses_nothing_acknowledged_and_is_reported() {
 
 #[test]
 fn killing_postgres_under_an_ack_before_commit_historian_loses_acknowledged_readings() {
-    let run = run_ladder(&["--historian-ack-before-commit", "--kill-postgres-after", "5s", "--soak", "12s", "--steps", "1000", "--drain-timeout", "60s"]);
+    let run = run_ladder(&["--kill-postgres-after", "5s", "--soak", "12s", "--steps", "1000", "--drain-timeout", "60s", "--historian-ack-before-commit"]);
     let r = run.result();
     let s = step0(&r);
     assert!(s["ingest"]["missing_acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);

@@ -264,11 +264,10 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 so.historian.leading_args = vec!["reference-historian".into()];
                 so.historian.drop_one_in = args.historian_drop_one_in;
                 so.historian.delay_ms = args.historian_delay_ms;
-                //PENDING so.historian.ack_before_commit = args.historian_ack_before_commit;
+                so.historian.ack_before_commit = args.historian_ack_before_commit;
                 for kv in &args.historian_session_setting {
                     let (k, v) = kv.split_once('=').ok_or_else(|| usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off")))?;
-                    //PENDING so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
-                    let _ = (k, v);
+                    so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
                 }
                 so.mosquitto_acl_file = args.mosquitto_acl.clone();
                 eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
