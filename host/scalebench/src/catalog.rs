@@ -53,3 +53,13 @@ pub fn load(rt: &Runtime, spec: &str) -> anyhow::Result<Plugin> {
         }
     }
 }
+
+/// A plugin error caused by what the user passed (params) is a usage error.
+pub fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
+    match e {
+        plugin_runtime::PluginError::Returned { ref call, .. } if call == "configure" || call == "setup" => {
+            crate::cli::UsageError(format!("{e}\nhint: see the params schema with `scalebench plugins inspect <plugin>`")).into()
+        }
+        other => other.into(),
+    }
+}

@@ -20,12 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use plugin_runtime::adapter_types::TransportPlan;
 use plugin_runtime::types::TagInfo;
 use plugin_runtime::{ProbeSet, Runtime, TargetAdapter, ValueModel};
 
-use crate::broker_sys::BrokerSys;
 use crate::budgets::Budgets;
 use crate::clock::utc_now;
 use crate::error::Error;
@@ -33,10 +32,9 @@ use crate::hardware;
 use crate::live_safety;
 use crate::results::*;
 use crate::services::{Scoped, StackServices};
-use crate::stack::Stack;
-use crate::transport::mqtt::{self, MqttConfig, MqttTransport};
-use crate::transport::nats::{self as nats_transport, NatsConfig, NatsTransport};
-use crate::transport::{Batch, Carries, Message, Transport};
+use crate::stack::StackDriver;
+use crate::storage::StoredCount;
+use crate::transport::{Batch, Carrier, CarrierOptions, Carries, Message};
 
 /// A fault injected into a local stack during each step's load (calibration).
 #[derive(Debug, Clone)]
@@ -90,26 +88,6 @@ pub struct LadderConfig {
     pub live: live_safety::Config,
 }
 
-/// Where readings go and how stored readings are counted.
-pub(crate) enum Route {
-    /// MQTT; stored counted by the adapter (SQL/HTTP), canaries polled.
-    Mqtt(MqttConfig),
-    /// JetStream; stored counted by the host from the stream, canary acks = stored.
-    JetStream { cfg: NatsConfig, client: async_nats::Client, stream: String, max_msgs: i64 },
-}
-
-impl Route {
-    pub(crate) async fn open(&self) -> anyhow::Result<Transport> {
-        Ok(match self {
-            Route::Mqtt(c) => Transport::Mqtt(MqttTransport::start(c)),
-            Route::JetStream { cfg: c, .. } => Transport::Nats(NatsTransport::start(c).await?),
-        })
-    }
-    pub(crate) fn is_mqtt(&self) -> bool {
-        matches!(self, Route::Mqtt(_))
-    }
-}
-
 /// Everything that lives across steps.
 pub(crate) struct Session {
     pub model: Option<ValueModel>,
@@ -122,19 +100,22 @@ pub(crate) struct Session {
     pub addresses: Vec<Arc<str>>,
     pub tags: Vec<TagInfo>,
     pub period_ms: u64,
-    pub route: Route,
+    /// How readings reach the SUT (from the plan's transport).
+    pub carrier: Box<dyn Carrier>,
+    /// Who counts what was stored (from the plan's storage).
+    pub count: Box<dyn StoredCount>,
     pub next_canary_seq: u64,
     pub watch: live_safety::Watch,
 }
 
 fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
-    crate::commands::gen::user_error(e)
+    crate::catalog::user_error(e)
 }
 
 pub async fn run(
     cfg: &LadderConfig,
     rt: &Runtime,
-    stack: &mut Stack,
+    stack: &mut dyn StackDriver,
     services: Arc<StackServices>,
     budgets: &Budgets,
     stop: Arc<AtomicBool>,
@@ -153,34 +134,26 @@ pub async fn run(
         Ok((a, plan))
     };
     let (encoder, plan) = adapter("encoder")?;
-    let route = match &plan.transport {
-        TransportPlan::Mqtt(m) => {
-            let (host, port) = stack.mqtt().ok_or_else(|| anyhow::anyhow!(
-                "target {} publishes over MQTT, but this stack has no MQTT broker\nhint: use the local MQTT stack (the default for MQTT targets) or --stack external --mqtt-url", cfg.target))?;
-            let mut mqtt = MqttConfig::new(&host, port);
-            mqtt.connections = cfg.connections.max(1);
-            mqtt.inflight = cfg.inflight.max(1);
-            mqtt.username = cfg.mqtt_user.clone();
-            mqtt.password = cfg.mqtt_password.clone();
-            mqtt.qos = m.qos;
-            mqtt.retain = m.retain;
-            mqtt::check_reachable(&mqtt, Duration::from_secs(5)).await?;
-            Route::Mqtt(mqtt)
+    // The plan names the services it needs; the stack must have every one.
+    let provided = stack.services();
+    for name in &plan.services {
+        if !provided.iter().any(|e| &e.name == name) {
+            return Err(Error::MissingService {
+                target: cfg.target.clone(),
+                what: format!("a service named `{name}`"),
+                stack: stack.kind().into(),
+                has: stack.describe_services(),
+            }
+            .into());
         }
-        TransportPlan::NatsJetstream(jp) => {
-            let urls = stack.nats_urls().ok_or_else(|| anyhow::anyhow!(
-                "target {} publishes to NATS JetStream, but this stack has no NATS server\nhint: use the local NATS stack (the default for NATS targets) or --stack external --nats-url", cfg.target))?;
-            let client = nats_transport::connect(&urls).await?;
-            nats_transport::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, jp.replicas, jp.max_msgs).await?;
-            let ncfg = NatsConfig { urls, connections: cfg.connections.max(1), jetstream_window: Some(256), channel_batches: 4 };
-            Route::JetStream { cfg: ncfg, client, stream: jp.stream_name.clone(), max_msgs: jp.max_msgs }
-        }
-        other => bail!(
-            "target {} wants transport {}, which `scalebench run` does not drive yet (MQTT and NATS JetStream)\nhint: use an MQTT or JetStream target such as baler or nats-jetstream",
-            cfg.target,
-            match other { TransportPlan::Http => "HTTP", TransportPlan::NatsCore => "core NATS", _ => "this" }
-        ),
+    }
+    let carrier_opts = CarrierOptions {
+        connections: cfg.connections,
+        inflight: cfg.inflight,
+        mqtt_user: cfg.mqtt_user.clone(),
+        mqtt_password: cfg.mqtt_password.clone(),
     };
+    let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, &*stack, &carrier_opts).await?;
     let counter = Arc::new(Mutex::new(adapter("counter")?.0));
     let canary = Arc::new(Mutex::new(adapter("canary")?.0));
     let mut plugins_used = BTreeMap::new();
@@ -195,23 +168,24 @@ pub async fn run(
         None => None,
     };
 
+    let jetstream = match &plan.transport {
+        TransportPlan::NatsJetstream(jp) => Some((jp.stream_name.as_str(), jp.max_msgs)),
+        _ => None,
+    };
+    let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, &*stack, jetstream).await?;
     {
         let q = counter.clone();
         tokio::task::spawn_blocking(move || q.lock().unwrap().preflight())
             .await?
             .context("the target is not ready for a ladder")?;
     }
-    let sys = match &route {
-        Route::Mqtt(m) => Some(BrokerSys::start(m)),
-        _ => None,
-    };
+    let sys = carrier.broker_counters();
 
     let mut commits = BTreeMap::new();
     if let Some(c) = hardware::git_commit(&cfg.repo_dir) {
         commits.insert("scalebench".to_string(), c);
     }
-    let mut caps = BTreeMap::new();
-    caps.insert("cpu".to_string(), "none (local processes, uncapped)".to_string());
+    let caps = stack.caps();
     let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         run_id: cfg.run_id.clone(),
@@ -244,7 +218,8 @@ pub async fn run(
         addresses: Vec::new(),
         tags: Vec::new(),
         period_ms,
-        route,
+        carrier,
+        count,
         next_canary_seq: 0,
         watch,
     };
@@ -271,7 +246,7 @@ pub async fn run(
             "step {}/{}: {} points every {:?} = {:.0} readings/s",
             i + 1,
             cfg.steps.len(),
-            crate::commands::gen_bench::group(points),
+            crate::format::group(points),
             cfg.interval,
             points as f64 / cfg.interval.as_secs_f64()
         );
@@ -346,7 +321,7 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
         .map_err(|e| Error::ReadingCheck { detail: e.to_string(), hint: "report this".into() })?
         .map_err(|e| Error::ReadingCheck { detail: format!("the target could not encode a canary: {e}"), hint: "fix the target adapter".into() })?;
     let address = m.address.clone();
-    let transport = session.route.open().await.map_err(|e| Error::ReadingCheck {
+    let transport = session.carrier.open().await.map_err(|e| Error::ReadingCheck {
         detail: format!("cannot open the transport: {e:#}"),
         hint: "check the stack is running and reachable".into(),
     })?;
@@ -367,7 +342,7 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
             hint: "check that the broker or server is up and accepts scalebench's account".into(),
         });
     }
-    if !session.route.is_mqtt() {
+    if session.carrier.ack_means_stored() {
         // JetStream acknowledges only what the stream stored.
         return Ok(());
     }

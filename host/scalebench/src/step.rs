@@ -31,19 +31,18 @@ use crate::budgets::Budgets;
 use crate::canary::{self, Seen};
 use crate::clock::utc_now;
 use crate::hardware;
-use crate::ladder::{FaultKind, LadderConfig, Route, Session};
+use crate::ladder::{FaultKind, LadderConfig, Session};
 use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive, ProducerReport};
 use crate::results::*;
 use crate::services::StackServices;
-use crate::stack::{health_delta, ProcSample, Stack};
-use crate::transport::nats as nats_transport;
+use crate::stack::{health_delta, ProcSample, StackDriver};
 use crate::transport::{AckCounts, Transport};
 use crate::verdict;
 
 /// What a step borrows from the run.
 pub struct Env<'a> {
     pub cfg: &'a LadderConfig,
-    pub stack: &'a mut Stack,
+    pub stack: &'a mut dyn StackDriver,
     pub services: &'a Arc<StackServices>,
     pub budgets: &'a Budgets,
     pub sys: Option<&'a BrokerSys>,
@@ -63,9 +62,9 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     let health_before = env.stack.health_totals();
     session.watch.reset();
 
-    let transport = session.route.open().await?;
-    let topology = send_topology(&env, session, &transport, points).await?;
-    let mut offered = offer(&mut env, session, &transport, points).await?;
+    let transport = session.carrier.open().await?;
+    let topology = send_topology(&env, session, &*transport, points).await?;
+    let mut offered = offer(&mut env, session, &*transport, points).await?;
     let drained = drain(&env, session, transport, &offered).await;
     for service in offered.frozen.drain(..) {
         eprintln!("  fault: SIGCONT {service} (end of step)");
@@ -87,7 +86,7 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
 
 // ---- 1. topology ---------------------------------------------------------
 
-async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &Transport, points: u64) -> anyhow::Result<Topology> {
+async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &dyn Transport, points: u64) -> anyhow::Result<Topology> {
     let have = session.tags.len() as u64;
     let mut topology = Topology::default();
     if points <= have {
@@ -114,7 +113,7 @@ async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &Transpo
         senders[0].send(chunk.to_vec()).await.map_err(|_| anyhow::anyhow!("transport closed"))?;
     }
     // QoS 0 has no acks to wait for.
-    let acks_expected = !matches!(&session.route, Route::Mqtt(m) if m.qos == 0);
+    let acks_expected = session.carrier.acks_expected();
     let deadline = Instant::now() + Duration::from_secs(if acks_expected { 120 } else { 0 });
     while transport.counts().topology_acked < topology.messages && Instant::now() < deadline && !env.stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -152,17 +151,9 @@ struct Offered {
     frozen: Vec<String>,
 }
 
-/// Rows the storage has written so far, by its own counter: the adapter's
-/// `ingest.rows_written_total` stat, or the JetStream stream's message count.
+/// Rows the storage has written so far, by its own counter.
 async fn rows_written(session: &Session) -> Option<(f64, String)> {
-    if let Route::JetStream { client, stream, .. } = &session.route {
-        return nats_transport::stream_state(client, stream).await.map(|(m, _)| (m as f64, format!("JetStream stream {stream}: messages")));
-    }
-    let q = session.counter.clone();
-    let stats = tokio::task::spawn_blocking(move || q.lock().unwrap().stats()).await.ok()?.ok()?;
-    stats.iter().find(|s| s.name == "ingest.rows_written_total").and_then(|s| {
-        s.number.map(|n| (n, s.text.clone().unwrap_or_else(|| "the target's own write counter".into())))
-    })
+    session.count.rows_written().await
 }
 
 fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, Option<u64>>) -> (Option<String>, Vec<String>) {
@@ -182,7 +173,7 @@ fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, 
     (low, unmeasured)
 }
 
-async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &Transport, points: u64) -> anyhow::Result<Offered> {
+async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transport, points: u64) -> anyhow::Result<Offered> {
     let cfg = env.cfg;
     let target_rps = points as f64 / cfg.interval.as_secs_f64();
     let live = Arc::new(ProducerLive::default());
@@ -208,7 +199,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &Transport, 
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop_poll = Arc::new(AtomicBool::new(false));
-    let poller = if session.route.is_mqtt() {
+    let poller = if !session.carrier.ack_means_stored() {
         let (q, live, seen, sp) = (session.canary.clone(), live.clone(), seen.clone(), stop_poll.clone());
         let first = spec.first_canary_seq;
         Some(std::thread::spawn(move || canary::poll(q, live, first, seen, sp)))
@@ -429,7 +420,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &Transport, 
 }
 
 /// Inject the calibration faults that are due; thaw frozen services on time.
-fn inject_faults(stack: &mut Stack, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>) {
+fn inject_faults(stack: &mut dyn StackDriver, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>) {
     let mut i = 0;
     while i < faults.len() {
         if now < faults[i].0 {
@@ -474,7 +465,7 @@ struct Drained {
     drain_note: Option<String>,
 }
 
-async fn drain(env: &Env<'_>, session: &mut Session, transport: Transport, o: &Offered) -> anyhow::Result<Drained> {
+async fn drain(env: &Env<'_>, session: &mut Session, transport: Box<dyn Transport>, o: &Offered) -> anyhow::Result<Drained> {
     let cfg = env.cfg;
     let canary_acks = transport.canary_acks();
     let counts = transport.finish(Duration::from_secs(if o.interrupted { 2 } else { 30 })).await;
@@ -498,31 +489,17 @@ async fn drain(env: &Env<'_>, session: &mut Session, transport: Transport, o: &O
     o.stop_poll.store(true, Ordering::Relaxed);
     let window = Window { start_ms: o.report.start_ms, end_ms: o.report.end_ms };
     let acked_total: u64 = counts.acked_by_second.range(window.start_ms.div_euclid(1000)..window.end_ms.div_euclid(1000) + 1).map(|(_, n)| n).sum();
-    let mut stream_note = None;
+    let stream_note = session.count.failure().await;
     let mut drain_note = None;
-    let stored_by_second = if let Route::JetStream { client, stream, max_msgs, .. } = &session.route {
-        let (per_second, _read) = nats_transport::stored_per_second(client, stream, (window.start_ms, window.end_ms), Duration::from_secs(3))
-            .await
-            .map_err(|e| anyhow::anyhow!("counting stored messages in JetStream stream {stream}: {e}"))?;
-        if *max_msgs > 0 {
-            if let Some((messages, limit)) = nats_transport::stream_state(client, stream).await {
-                if limit > 0 && messages as i64 >= limit {
-                    stream_note = Some(format!(
-                        "JetStream stream {stream} reached its limit max_msgs={limit} (holds {messages}): it discarded messages it had acknowledged"
-                    ));
-                }
-            }
-        }
-        per_second
+    let stored_by_second = if !session.count.settles() {
+        session.count.stored(window).await?
     } else {
         // Stored counts must hold still over several reads (or reach acked).
         let stable_deadline = Instant::now() + if o.interrupted { Duration::from_secs(2) } else { Duration::from_secs(60) };
         let mut last_sum = u64::MAX;
         let mut stable = 0u32;
         loop {
-            let q = session.counter.clone();
-            let rows = tokio::task::spawn_blocking(move || q.lock().unwrap().stored(window)).await??;
-            let by_second: BTreeMap<i64, u64> = rows.iter().map(|p| (p.second_ms.div_euclid(1000), p.count)).collect();
+            let by_second = session.count.stored(window).await?;
             let sum: u64 = by_second.values().sum();
             stable = if sum == last_sum { stable + 1 } else { 0 };
             last_sum = sum;
@@ -736,7 +713,7 @@ async fn assemble(
     ;
     let mut ctx = verdict::Context { interrupted: o.interrupted, disk_low: o.disk_low, live_safety: o.live_safety.clone(), ..Default::default() };
     ctx.sut_failures.extend(d.stream_note);
-    if counts.errors > 0 && !session.route.is_mqtt() {
+    if counts.errors > 0 && session.carrier.ack_means_stored() {
         ctx.sut_failures.push(format!("{} JetStream publish errors ({})", counts.errors, counts.error_samples.join("; ")));
     }
     ctx.sut_failures.extend(d.drain_note);

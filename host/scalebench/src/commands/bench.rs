@@ -262,7 +262,6 @@ async fn plain_nats(url: &str, jetstream: bool, seconds: f64, payload: bytes::By
 
 pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow::Result<()> {
     use crate::transport::nats::{NatsConfig, NatsTransport};
-    use crate::transport::Transport;
     let points = crate::commands::run::parse_points(&args.points).map_err(crate::cli::UsageError)?;
     let interval = crate::commands::run::parse_duration(&args.interval).map_err(crate::cli::UsageError)?;
     let seconds = args.seconds.max(1.0);
@@ -301,7 +300,9 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
         let (n, wall) = tokio_rt.block_on(async {
             let client = crate::transport::nats::connect(&url).await?;
             crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0).await?;
-            plain_nats(&url, jetstream, seconds, payload.clone(), 256).await
+            let r = plain_nats(&url, jetstream, seconds, payload.clone(), 256).await;
+            crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
+            r
         })?;
         let plain_rate = n as f64 / wall;
 
@@ -309,7 +310,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             let client = crate::transport::nats::connect(&url).await?;
             crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0).await?;
             let cfg = NatsConfig { urls: url.clone(), connections: args.connections, jetstream_window: if jetstream { Some(256) } else { None }, channel_batches: 4 };
-            let transport = Transport::Nats(NatsTransport::start(&cfg).await?);
+            let transport = NatsTransport::start(&cfg).await?;
             let senders = transport.senders();
             let live = Arc::new(ProducerLive::default());
             let stop = Arc::new(AtomicBool::new(false));
@@ -325,9 +326,9 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             // producer starts on a whole second) and lasts `seconds`, while
             // the producer still runs.
             wait_for_first_reading(&live).await;
-            let (t0, acked0) = (Instant::now(), transport.live().readings_acked.load(Ordering::Relaxed));
+            let (t0, acked0) = (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed));
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-            let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
+            let acked = transport.live.readings_acked.load(Ordering::Relaxed) - acked0;
             let wall = t0.elapsed().as_secs_f64();
             stop.store(true, Ordering::Relaxed);
             while !producer.is_finished() {
@@ -336,6 +337,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             let (p, _) = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))?;
             plugins = Some(p);
             let _ = transport.finish(Duration::from_secs(5)).await;
+            crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
             anyhow::Ok((acked, wall))
         })?;
         plain_rates.push(plain_rate);

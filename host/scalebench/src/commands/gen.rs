@@ -7,7 +7,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::Context;
-use plugin_runtime::{PluginError, ValueModel};
+use plugin_runtime::ValueModel;
 
 use crate::catalog;
 use crate::cli::{GenArgs, PluginOptions, UsageError};
@@ -16,15 +16,7 @@ use crate::output::ReadingWriter;
 /// Tags per call into the model: bounds memory at 1M+ tags.
 const CHUNK: u32 = 65_536;
 
-/// A plugin error caused by what the user passed (params) is a usage error.
-pub fn user_error(e: PluginError) -> anyhow::Error {
-    match e {
-        PluginError::Returned { ref call, .. } if call == "configure" || call == "setup" => {
-            UsageError(format!("{e}\nhint: see the params schema with `scalebench plugins inspect <plugin>`")).into()
-        }
-        other => other.into(),
-    }
-}
+pub use crate::catalog::user_error;
 
 /// Load and configure a value model.
 pub fn open_model(opts: &PluginOptions, spec: &str, params: &str) -> anyhow::Result<ValueModel> {

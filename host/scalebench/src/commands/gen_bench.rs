@@ -68,17 +68,7 @@ fn fmt_rate(r: Option<&Rate>) -> String {
     }
 }
 
-pub fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::format::group;
 
 /// Pin this thread to one CPU so "one core" means one core.
 fn pin_to_one_cpu() -> Option<usize> {

@@ -14,7 +14,7 @@ use crate::budgets::Budgets;
 use crate::cli::{PluginOptions, RunArgs, StackKind, UsageError};
 use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
-use crate::stack::{self, Stack};
+use crate::stack::{self, Endpoint, ServiceKind, StackDriver};
 
 /// `10k`, `2.5k`, `1M`, `500` → points.
 pub fn parse_points(s: &str) -> Result<u64, String> {
@@ -245,17 +245,12 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 }
             });
         }
-        let mut stack = match args.stack {
+        let mut stack: Box<dyn StackDriver> = match args.stack {
             StackKind::Local if wants_nats => {
                 let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
                 let opts = local_stack::nats::NatsOptions::new(&run_dir, args.nodes as usize);
                 eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
-                let c = tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?;
-                Stack::Nats(c)
-            }
-            StackKind::External if wants_nats => {
-                let urls = args.nats_url.clone().ok_or_else(|| usage("--stack external with a NATS target needs --nats-url nats://host:port[,nats://...]".into()))?;
-                Stack::ExternalNats(urls)
+                Box::new(tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?)
             }
             StackKind::Local => {
                 let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
@@ -271,32 +266,40 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 }
                 so.mosquitto_acl_file = args.mosquitto_acl.clone();
                 eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
-                let s = LocalStack::start(so).await.context("cannot start the local stack")?;
-                Stack::Local(s)
+                Box::new(LocalStack::start(so).await.context("cannot start the local stack")?)
             }
             StackKind::External => {
-                let url = args.mqtt_url.clone().ok_or_else(|| usage("--stack external needs --mqtt-url mqtt://host:port and --pg-url".into()))?;
-                let (mqtt_host, mqtt_port) = stack::parse_mqtt_url(&url).map_err(usage)?;
-                let pg_conn = args.pg_url.clone().ok_or_else(|| usage("--stack external needs --pg-url (a PostgreSQL connection string)".into()))?;
-                Stack::External(stack::External { mqtt_host, mqtt_port, pg_conn })
+                let mut endpoints = Vec::new();
+                if let Some(u) = &args.mqtt_url {
+                    stack::parse_mqtt_url(u).map_err(usage)?;
+                    endpoints.push(Endpoint { name: "broker".into(), kind: ServiceKind::Mqtt, address: u.clone() });
+                }
+                if let Some(pg) = &args.pg_url {
+                    endpoints.push(Endpoint { name: "postgres".into(), kind: ServiceKind::Postgres, address: pg.clone() });
+                }
+                if let Some(n) = &args.nats_url {
+                    endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
+                }
+                let ext = stack::external::External { endpoints };
+                // Ask only for what the target's plan names.
+                let missing: Vec<String> = plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
+                if !missing.is_empty() {
+                    return Err(usage(format!(
+                        "--stack external: target {} needs service(s) {} (give --mqtt-url for `broker`, --pg-url for `postgres`, --nats-url for `nats`)",
+                        cfg.target,
+                        missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                Box::new(ext)
             }
         };
+        let endpoints = stack.services();
         let services = Arc::new(StackServices::new(
-            stack.pg_conn().map(|c| ("postgres".to_string(), c)).into_iter().collect(),
-            Default::default(),
+            endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).map(|e| (e.name.clone(), e.address.clone())).collect(),
+            endpoints.iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name.clone(), e.address.clone())).collect(),
         )?);
-        let result = ladder::run(&cfg, &plugin_rt, &mut stack, services, &budgets, stop.clone()).await;
-        match stack {
-            Stack::Local(s) => {
-                eprintln!("stopping the local stack");
-                tokio::task::block_in_place(|| s.stop());
-            }
-            Stack::Nats(c) => {
-                eprintln!("stopping the local NATS stack");
-                tokio::task::block_in_place(|| c.stop());
-            }
-            _ => {}
-        }
+        let result = ladder::run(&cfg, &plugin_rt, &mut *stack, services, &budgets, stop.clone()).await;
+        stack.stop();
         // A run dir we made ourselves goes away after a clean run; after an
         // error it stays, for its logs.
         if args.run_dir.is_none() {

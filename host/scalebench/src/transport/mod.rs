@@ -135,46 +135,93 @@ pub(crate) fn note_error(counts: &std::sync::Mutex<AckCounts>, live: &mqtt::Live
     live.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The transport of a step, whichever the target's plan chose.
-pub enum Transport {
-    Mqtt(mqtt::MqttTransport),
-    Nats(nats::NatsTransport),
+/// A boxed future, for the dyn-compatible traits of the seam.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// One step's open connections to the SUT, whichever kind: MQTT, NATS …
+/// (the seam a new target kind implements once).
+pub trait Transport: Send + Sync {
+    /// Senders, one per connection, for the producer.
+    fn senders(&self) -> Vec<tokio::sync::mpsc::Sender<Batch>>;
+    /// Counts so far (a snapshot).
+    fn counts(&self) -> AckCounts;
+    /// Live counters for progress and samples.
+    fn live(&self) -> &Arc<mqtt::Live>;
+    /// Canary seq -> time its ack arrived (ms), where an ack means "stored".
+    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>>;
+    /// Stop taking batches, send what is queued, wait up to `drain` for the
+    /// last acks; the final counts.
+    fn finish(self: Box<Self>, drain: std::time::Duration) -> BoxFuture<'static, AckCounts>;
 }
 
-impl Transport {
-    pub fn senders(&self) -> Vec<tokio::sync::mpsc::Sender<Batch>> {
-        match self {
-            Transport::Mqtt(t) => t.senders(),
-            Transport::Nats(t) => t.senders(),
-        }
+/// How a run reaches its SUT: opens a step's transport, and says what its
+/// acknowledgements mean. Chosen once per run from the adapter's plan
+/// ([`carrier_for`]); a new target kind adds one of these.
+pub trait Carrier: Send + Sync {
+    /// In the user's words, e.g. "MQTT broker 127.0.0.1:21883".
+    fn describe(&self) -> String;
+    fn open(&self) -> BoxFuture<'_, anyhow::Result<Box<dyn Transport>>>;
+    /// False where nothing is acknowledged (MQTT QoS 0, core NATS).
+    fn acks_expected(&self) -> bool;
+    /// True where an acknowledgement means "stored" (JetStream): canaries
+    /// are then timed by their acks instead of polled in storage.
+    fn ack_means_stored(&self) -> bool;
+    /// The broker's own counters ($SYS), where it has them.
+    fn broker_counters(&self) -> Option<crate::broker_sys::BrokerSys> {
+        None
     }
+}
 
-    pub fn counts(&self) -> AckCounts {
-        match self {
-            Transport::Mqtt(t) => t.counts(),
-            Transport::Nats(t) => t.counts(),
-        }
-    }
+/// What the carrier needs from the run beyond the plan and the stack.
+#[derive(Debug, Clone)]
+pub struct CarrierOptions {
+    pub connections: u32,
+    pub inflight: u16,
+    pub mqtt_user: Option<String>,
+    pub mqtt_password: Option<String>,
+}
 
-    pub fn live(&self) -> &Arc<mqtt::Live> {
-        match self {
-            Transport::Mqtt(t) => &t.live,
-            Transport::Nats(t) => &t.live,
+/// The carrier the adapter's transport plan asks for, on the stack's
+/// service of the matching kind. The one place that matches on the plan.
+pub async fn carrier_for(
+    target: &str,
+    plan: &plugin_runtime::adapter_types::TransportPlan,
+    stack: &dyn crate::stack::StackDriver,
+    opts: &CarrierOptions,
+) -> anyhow::Result<Box<dyn Carrier>> {
+    use crate::stack::ServiceKind;
+    use plugin_runtime::adapter_types::TransportPlan;
+    let need = |kind: ServiceKind| {
+        stack.service_of_kind(kind).ok_or_else(|| crate::error::Error::MissingService {
+            target: target.into(),
+            what: kind.describe().into(),
+            stack: stack.kind().into(),
+            has: stack.describe_services(),
+        })
+    };
+    Ok(match plan {
+        TransportPlan::Mqtt(m) => {
+            let ep = need(ServiceKind::Mqtt)?;
+            let (host, port) = crate::stack::parse_mqtt_url(&ep.address).map_err(|e| anyhow::anyhow!(e))?;
+            let mut cfg = mqtt::MqttConfig::new(&host, port);
+            cfg.connections = opts.connections.max(1);
+            cfg.inflight = opts.inflight.max(1);
+            cfg.username = opts.mqtt_user.clone();
+            cfg.password = opts.mqtt_password.clone();
+            cfg.qos = m.qos;
+            cfg.retain = m.retain;
+            mqtt::check_reachable(&cfg, std::time::Duration::from_secs(5)).await?;
+            Box::new(mqtt::MqttCarrier { cfg })
         }
-    }
-
-    /// Canary seq -> time its ack arrived (ms), where an ack means "stored".
-    pub fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
-        match self {
-            Transport::Mqtt(_) => None,
-            Transport::Nats(t) => Some(t.canary_acks.lock().unwrap().clone()),
+        TransportPlan::NatsJetstream(jp) => {
+            let ep = need(ServiceKind::Nats)?;
+            Box::new(nats::JetStreamCarrier::start(&ep.address, jp, opts.connections).await?)
         }
-    }
-
-    pub async fn finish(self, drain: std::time::Duration) -> AckCounts {
-        match self {
-            Transport::Mqtt(t) => t.finish(drain).await,
-            Transport::Nats(t) => t.finish(drain).await,
+        TransportPlan::NatsCore => {
+            return Err(crate::error::Error::UnsupportedPlan { target: target.into(), what: "core NATS publishing (plan `nats-core`)".into() }.into())
         }
-    }
+        TransportPlan::Http => {
+            return Err(crate::error::Error::UnsupportedPlan { target: target.into(), what: "HTTP ingest (plan `http`)".into() }.into())
+        }
+    })
 }

@@ -251,6 +251,47 @@ impl MqttTransport {
     }
 }
 
+/// MQTT as a [`super::Carrier`]: QoS 1 PUBACKs from the broker.
+pub struct MqttCarrier {
+    pub cfg: MqttConfig,
+}
+
+impl super::Carrier for MqttCarrier {
+    fn describe(&self) -> String {
+        format!("MQTT broker {}:{}", self.cfg.host, self.cfg.port)
+    }
+    fn open(&self) -> super::BoxFuture<'_, anyhow::Result<Box<dyn super::Transport>>> {
+        Box::pin(async move { Ok(Box::new(MqttTransport::start(&self.cfg)) as Box<dyn super::Transport>) })
+    }
+    fn acks_expected(&self) -> bool {
+        self.cfg.qos > 0
+    }
+    fn ack_means_stored(&self) -> bool {
+        false
+    }
+    fn broker_counters(&self) -> Option<crate::broker_sys::BrokerSys> {
+        Some(crate::broker_sys::BrokerSys::start(&self.cfg))
+    }
+}
+
+impl super::Transport for MqttTransport {
+    fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
+        MqttTransport::senders(self)
+    }
+    fn counts(&self) -> AckCounts {
+        MqttTransport::counts(self)
+    }
+    fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+    fn canary_acks(&self) -> Option<std::collections::BTreeMap<u64, i64>> {
+        None
+    }
+    fn finish(self: Box<Self>, drain: Duration) -> super::BoxFuture<'static, AckCounts> {
+        Box::pin(MqttTransport::finish(*self, drain))
+    }
+}
+
 async fn run_connection(
     cfg: Arc<MqttConfig>,
     client_id: String,

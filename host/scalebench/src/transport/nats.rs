@@ -7,8 +7,11 @@
 //! a quorum of replicas), so a canary's ack time is its arrival in storage.
 //!
 //! Stored counts come from the stream itself (`stored_per_second`): an
-//! ordered consumer reads every message and counts payload ts per second,
-//! the host's side of storage plan `jetstream`.
+//! ordered consumer reads every message and counts the readings it carries
+//! per second of payload ts, the host's side of storage plan `jetstream`.
+//! The host never decodes an adapter's payload: it sets headers of its own
+//! on every message it publishes (`Scalebench-Ts-S`, `Scalebench-Readings`,
+//! `Scalebench-Canary`, `Scalebench-Topology`) and counts by those.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +102,12 @@ pub async fn ensure_stream(
     Ok(())
 }
 
+/// Delete a stream this process created itself (the bench's own, between
+/// arms). Never call it on a stream found on the server.
+pub async fn delete_created_stream(client: &async_nats::Client, name: &str) {
+    let _ = jetstream::new(client.clone()).delete_stream(name).await;
+}
+
 /// Messages and limits of a stream, for the verdict.
 pub async fn stream_state(client: &async_nats::Client, name: &str) -> Option<(u64, i64)> {
     let js = jetstream::new(client.clone());
@@ -163,6 +172,77 @@ impl NatsTransport {
     }
 }
 
+/// JetStream as a [`super::Carrier`]: a stream this run created; an ack
+/// means the stream stored the message.
+pub struct JetStreamCarrier {
+    pub cfg: NatsConfig,
+    pub client: async_nats::Client,
+    pub stream: String,
+    pub max_msgs: i64,
+}
+
+impl JetStreamCarrier {
+    /// Connect and create the plan's stream (never one that exists already).
+    pub async fn start(urls: &str, jp: &plugin_runtime::adapter_types::JetstreamPlan, connections: u32) -> Result<JetStreamCarrier, NatsError> {
+        let client = connect(urls).await?;
+        ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, jp.replicas, jp.max_msgs).await?;
+        let cfg = NatsConfig { urls: urls.into(), connections: connections.max(1), jetstream_window: Some(256), channel_batches: 4 };
+        Ok(JetStreamCarrier { cfg, client, stream: jp.stream_name.clone(), max_msgs: jp.max_msgs })
+    }
+}
+
+impl super::Carrier for JetStreamCarrier {
+    fn describe(&self) -> String {
+        format!("NATS JetStream at {} (stream {})", self.cfg.urls, self.stream)
+    }
+    fn open(&self) -> super::BoxFuture<'_, anyhow::Result<Box<dyn super::Transport>>> {
+        Box::pin(async move { Ok(Box::new(NatsTransport::start(&self.cfg).await?) as Box<dyn super::Transport>) })
+    }
+    fn acks_expected(&self) -> bool {
+        true
+    }
+    fn ack_means_stored(&self) -> bool {
+        true
+    }
+}
+
+impl super::Transport for NatsTransport {
+    fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
+        NatsTransport::senders(self)
+    }
+    fn counts(&self) -> AckCounts {
+        NatsTransport::counts(self)
+    }
+    fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
+        Some(self.canary_acks.lock().unwrap().clone())
+    }
+    fn finish(self: Box<Self>, drain: Duration) -> super::BoxFuture<'static, AckCounts> {
+        Box::pin(NatsTransport::finish(*self, drain))
+    }
+}
+
+/// Headers naming what a message carries, for counting in the stream.
+pub const H_TS_S: &str = "Scalebench-Ts-S";
+pub const H_READINGS: &str = "Scalebench-Readings";
+pub const H_CANARY: &str = "Scalebench-Canary";
+pub const H_TOPOLOGY: &str = "Scalebench-Topology";
+
+fn headers(carries: Carries) -> async_nats::HeaderMap {
+    let mut h = async_nats::HeaderMap::new();
+    match carries {
+        Carries::Readings { n, ts_s } => {
+            h.insert(H_TS_S, ts_s.to_string().as_str());
+            h.insert(H_READINGS, n.to_string().as_str());
+        }
+        Carries::Canary { seq } => h.insert(H_CANARY, seq.to_string().as_str()),
+        Carries::Topology => h.insert(H_TOPOLOGY, "1"),
+    }
+    h
+}
+
 fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
     let at = now_ms();
     let readings = c.record_ack(carries, at, true);
@@ -196,7 +276,7 @@ async fn run_connection(
             let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
             match window {
                 None => {
-                    if let Err(e) = client.publish(m.address.to_string(), m.payload).await {
+                    if let Err(e) = client.publish_with_headers(m.address.to_string(), headers(m.carries), m.payload).await {
                         note_error(&counts, &live, format!("publish: {e}"));
                         continue;
                     }
@@ -216,7 +296,7 @@ async fn run_connection(
                         }
                         counts.lock().unwrap().held_back_s += waited.elapsed().as_secs_f64();
                     }
-                    match js.publish(m.address.to_string(), m.payload).await {
+                    match js.publish_with_headers(m.address.to_string(), headers(m.carries), m.payload).await {
                         Ok(ack) => {
                             let carries = m.carries;
                             outstanding.push(async move { (carries, ack.await.map_err(|e| e.to_string())) });
@@ -251,35 +331,10 @@ fn settle(
     }
 }
 
-/// Milliseconds since the epoch from `2026-11-30T14:00:00.123Z`.
-pub fn parse_iso_ms(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let ms = if b.get(19) == Some(&b'.') { num(20..23).unwrap_or(0) } else { 0 };
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + ms)
-}
-
-#[derive(serde::Deserialize)]
-struct Envelope {
-    point: Option<String>,
-    ts: Option<serde_json::Value>,
-}
-
-/// Count stored readings per second of payload ts in the stream (canaries
-/// and topology messages excluded), reading every message with an ordered
-/// consumer. Returns (per second, messages read).
+/// Count stored readings per second of payload ts in the stream, by the
+/// headers the host set when it published (canaries and topology carry none
+/// of the reading headers), reading every message with an ordered consumer.
+/// Returns (per second, messages read).
 pub async fn stored_per_second(
     client: &async_nats::Client,
     stream: &str,
@@ -303,19 +358,10 @@ pub async fn stored_per_second(
             Ok(None) | Err(_) => break,
         };
         read += 1;
-        if let Ok(env) = serde_json::from_slice::<Envelope>(&msg.payload) {
-            if env.point.as_deref() == Some("canary/lag") {
-                continue;
-            }
-            let ts = match env.ts {
-                Some(serde_json::Value::String(t)) => parse_iso_ms(&t),
-                Some(serde_json::Value::Number(n)) => n.as_i64(),
-                _ => None,
-            };
-            if let Some(ts) = ts {
-                if ts >= window.0 && ts < window.1 {
-                    *per_second.entry(ts.div_euclid(1000)).or_default() += 1;
-                }
+        let header = |name: &str| msg.headers.as_ref().and_then(|h| h.get(name)).and_then(|v| v.as_str().parse::<i64>().ok());
+        if let (Some(ts_s), Some(n)) = (header(H_TS_S), header(H_READINGS)) {
+            if ts_s * 1000 >= window.0 && ts_s * 1000 < window.1 && n > 0 {
+                *per_second.entry(ts_s).or_default() += n as u64;
             }
         }
         if let Ok(info) = msg.info() {
@@ -325,15 +371,4 @@ pub async fn stored_per_second(
         }
     }
     Ok((per_second, read))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn parses_iso_timestamps() {
-        assert_eq!(super::parse_iso_ms("1970-01-01T00:00:00.000Z"), Some(0));
-        assert_eq!(super::parse_iso_ms("2026-11-30T14:00:00.123Z"), Some(1_796_047_200_123));
-        assert_eq!(super::parse_iso_ms("2000-02-29T00:00:00Z"), Some(951_782_400_000));
-        assert_eq!(super::parse_iso_ms("nonsense"), None);
-    }
 }

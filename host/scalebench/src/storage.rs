@@ -1,0 +1,125 @@
+//! Who counts what the SUT stored, as the adapter's plan says (`storage`):
+//! the adapter itself through the host's SQL or HTTP (`sql`, `http`), or
+//! the host from a JetStream stream by the headers it set when publishing
+//! (`jetstream`). The host never decodes an adapter's payload.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use plugin_runtime::adapter_types::StoragePlan;
+use plugin_runtime::types::Window;
+use plugin_runtime::TargetAdapter;
+
+use crate::transport::nats as nats_transport;
+use crate::transport::BoxFuture;
+
+/// Stored readings per second of payload ts, the storage's own write
+/// counter, and the SUT failures storage itself reveals.
+pub trait StoredCount: Send + Sync {
+    /// Readings of this run stored per second (Unix s) of payload ts in `window`.
+    fn stored(&self, window: Window) -> BoxFuture<'_, anyhow::Result<BTreeMap<i64, u64>>>;
+    /// Rows the storage has written so far by its own counter, and where that comes from.
+    fn rows_written(&self) -> BoxFuture<'_, Option<(f64, String)>>;
+    /// A failure storage shows by itself (a stream at its limits).
+    fn failure(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async { None })
+    }
+    /// True when stored counts settle over time (an ingester commits in
+    /// batches) and the drain must wait for them to hold still.
+    fn settles(&self) -> bool;
+}
+
+/// Counting through the adapter (plans `sql` and `http`).
+pub struct AdapterCount {
+    pub adapter: Arc<Mutex<TargetAdapter>>,
+}
+
+impl StoredCount for AdapterCount {
+    fn stored(&self, window: Window) -> BoxFuture<'_, anyhow::Result<BTreeMap<i64, u64>>> {
+        let q = self.adapter.clone();
+        Box::pin(async move {
+            let rows = tokio::task::spawn_blocking(move || q.lock().unwrap().stored(window)).await??;
+            Ok(rows.iter().map(|p| (p.second_ms.div_euclid(1000), p.count)).collect())
+        })
+    }
+    fn rows_written(&self) -> BoxFuture<'_, Option<(f64, String)>> {
+        let q = self.adapter.clone();
+        Box::pin(async move {
+            let stats = tokio::task::spawn_blocking(move || q.lock().unwrap().stats()).await.ok()?.ok()?;
+            stats.iter().find(|s| s.name == "ingest.rows_written_total").and_then(|s| {
+                s.number.map(|n| (n, s.text.clone().unwrap_or_else(|| "the target's own write counter".into())))
+            })
+        })
+    }
+    fn settles(&self) -> bool {
+        true
+    }
+}
+
+/// Counting a JetStream stream from the host (plan `jetstream`).
+pub struct StreamCount {
+    pub client: async_nats::Client,
+    pub stream: String,
+    pub max_msgs: i64,
+}
+
+impl StoredCount for StreamCount {
+    fn stored(&self, window: Window) -> BoxFuture<'_, anyhow::Result<BTreeMap<i64, u64>>> {
+        Box::pin(async move {
+            let (per_second, _read) =
+                nats_transport::stored_per_second(&self.client, &self.stream, (window.start_ms, window.end_ms), Duration::from_secs(3))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("counting stored messages in JetStream stream {}: {e}", self.stream))?;
+            Ok(per_second)
+        })
+    }
+    fn rows_written(&self) -> BoxFuture<'_, Option<(f64, String)>> {
+        Box::pin(async move {
+            nats_transport::stream_state(&self.client, &self.stream)
+                .await
+                .map(|(m, _)| (m as f64, format!("JetStream stream {}: messages", self.stream)))
+        })
+    }
+    fn failure(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async move {
+            if self.max_msgs <= 0 {
+                return None;
+            }
+            let (messages, limit) = nats_transport::stream_state(&self.client, &self.stream).await?;
+            (limit > 0 && messages as i64 >= limit).then(|| {
+                format!(
+                    "JetStream stream {} reached its limit max_msgs={limit} (holds {messages}): it discarded messages it had acknowledged",
+                    self.stream
+                )
+            })
+        })
+    }
+    fn settles(&self) -> bool {
+        false
+    }
+}
+
+/// The counter the adapter's storage plan asks for.
+pub async fn count_for(
+    target: &str,
+    plan: &StoragePlan,
+    counter: &Arc<Mutex<TargetAdapter>>,
+    stack: &dyn crate::stack::StackDriver,
+    jetstream: Option<(&str, i64)>,
+) -> anyhow::Result<Box<dyn StoredCount>> {
+    Ok(match plan {
+        StoragePlan::Sql(_) | StoragePlan::Http(_) => Box::new(AdapterCount { adapter: counter.clone() }),
+        StoragePlan::Jetstream(stream) => {
+            let ep = stack.service_of_kind(crate::stack::ServiceKind::Nats).ok_or_else(|| crate::error::Error::MissingService {
+                target: target.into(),
+                what: "a NATS server (its storage plan counts a JetStream stream)".into(),
+                stack: stack.kind().into(),
+                has: stack.describe_services(),
+            })?;
+            let client = nats_transport::connect(&ep.address).await?;
+            let max_msgs = jetstream.filter(|(s, _)| s == stream).map(|(_, m)| m).unwrap_or(0);
+            Box::new(StreamCount { client, stream: stream.clone(), max_msgs })
+        }
+    })
+}
