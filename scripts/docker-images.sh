@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the images the built-in Docker stacks need (compose/*.yml), from
+# Debian's packages, without any registry: a minimal Debian base made with
+# debootstrap and `docker import`, then the small Dockerfiles under
+# compose/images/ (apt inside, --network host). The historian image carries
+# the scalebench binary given as $1 (default: the release build).
+#
+#   scripts/docker-images.sh [path/to/scalebench]
+#
+# Idempotent: an image that exists is kept (SCALE_REBUILD=1 rebuilds; the
+# historian image is rebuilt whenever the binary changed). The base rootfs
+# is cached in $SCALE_DOCKER_CACHE (default /var/tmp/scalebench-docker).
+# A user with a registry can point compose files at public images instead
+# (SCALE_IMAGE_PREFIX).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${1:-${CARGO_TARGET_DIR:-target}/release/scalebench}"
+CACHE="${SCALE_DOCKER_CACHE:-/var/tmp/scalebench-docker}"
+# The mirror apt already uses (deb822 `URIs:` or a `deb` line), unless given.
+MIRROR="${SCALE_DEBIAN_MIRROR:-$( { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'; grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}'; } | grep -v security | head -n1 || true)}"
+MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+mkdir -p "$CACHE"
+
+have() { docker image inspect "$1" >/dev/null 2>&1; }
+
+if ! have scale-base:bookworm || [ "${SCALE_REBUILD:-0}" = 1 ]; then
+  if [ ! -f "$CACHE/rootfs.tar" ]; then
+    echo "images: debootstrap bookworm (minbase) from $MIRROR" >&2
+    rm -rf "$CACHE/rootfs.tmp"
+    debootstrap --variant=minbase bookworm "$CACHE/rootfs.tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+      || { echo "images: debootstrap failed, see $CACHE/debootstrap.log" >&2; exit 1; }
+    tar -C "$CACHE/rootfs.tmp" -c . >"$CACHE/rootfs.tar.tmp" && mv "$CACHE/rootfs.tar.tmp" "$CACHE/rootfs.tar"
+    rm -rf "$CACHE/rootfs.tmp"
+  fi
+  echo "images: scale-base:bookworm" >&2
+  docker import "$CACHE/rootfs.tar" scale-base:bookworm >/dev/null
+fi
+
+for name in mosquitto postgres nats; do
+  if ! have "scale-$name:bookworm" || [ "${SCALE_REBUILD:-0}" = 1 ]; then
+    echo "images: scale-$name:bookworm" >&2
+    docker build -q --network host -t "scale-$name:bookworm" "compose/images/$name" >/dev/null
+  fi
+done
+
+if [ ! -x "$BIN" ]; then
+  echo "images: no scalebench binary at $BIN (build it: cargo build --release -p scalebench)" >&2
+  exit 1
+fi
+sum=$(sha256sum "$BIN" | cut -c1-16)
+if [ "$(docker image inspect -f '{{index .Config.Labels "scale.binary"}}' scale-historian:bookworm 2>/dev/null || true)" != "$sum" ]; then
+  echo "images: scale-historian:bookworm (scalebench $sum)" >&2
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' EXIT
+  cp compose/images/historian/Dockerfile "$ctx/"
+  cp "$BIN" "$ctx/scalebench"
+  docker build -q --network host --label "scale.binary=$sum" -t scale-historian:bookworm "$ctx" >/dev/null
+fi
+echo "images: ready" >&2
