@@ -78,6 +78,14 @@ struct Args {
     /// Every reading reaches storage no earlier than this many ms after it arrived. 0 = off.
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Calibration: allocate and keep this many MB every second (a leak), so
+    /// that under a memory cap the historian is OOM-killed. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    leak_mb_per_s: u64,
+    /// Write this file once connected to PostgreSQL with the schema in
+    /// place (a readiness signal for containers).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
     /// Capacity (messages) of the queue between the MQTT event loop and the
     /// writer; with --delay-ms it must hold delay × rate messages.
     #[arg(long, default_value_t = 100_000)]
@@ -200,6 +208,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
         if args.ack_before_commit { ", UNSAFE: acks before commit (--ack-before-commit)" } else { "" },
         args.session_settings.iter().map(|(k, v)| format!(", SET {k} = {v:?}")).collect::<String>()
     );
+
+    if args.leak_mb_per_s > 0 {
+        let mb = args.leak_mb_per_s as usize;
+        log!("warn", "calibration: leaking {mb} MB every second (--leak-mb-per-s)");
+        tokio::spawn(async move {
+            let mut kept: Vec<Vec<u8>> = Vec::new();
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                // Touched, so the pages are really resident.
+                kept.push(vec![1u8; mb << 20]);
+            }
+        });
+    }
 
     // Stats file and SIGTERM/SIGINT.
     if let Some(path) = args.stats_file.clone() {
@@ -392,6 +414,9 @@ async fn writer(
         settings: args.session_settings.clone(),
     };
     db.ensure().await?;
+    if let Some(path) = &args.ready_file {
+        let _ = tokio::fs::write(path, b"ready\n").await;
+    }
     let mut lost_batches = 0u64;
     let wait = Duration::from_millis(args.batch_wait_ms);
     let mut batch: Vec<Item> = Vec::with_capacity(args.batch_max);

@@ -45,6 +45,12 @@ pub enum Command {
         #[command(subcommand)]
         what: StudyCommand,
     },
+    /// Bring a Docker stack up, show it, or take it down, to look at it
+    /// between runs (`run --stack docker` makes and removes its own).
+    Stack {
+        #[command(subcommand)]
+        what: StackCommand,
+    },
     /// Print the results table of one or more ladder result files.
     Table {
         /// results/<run-id>-ladder.json files.
@@ -64,6 +70,48 @@ pub enum StudyCommand {
     /// Core NATS against JetStream: publisher counts, payload sizes, storage,
     /// replicas, ping and flood delay; JSON, a Markdown report and SVG charts.
     Nats(crate::study::nats::StudyNatsArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StackCommand {
+    /// Create and start the project (kept until `down`).
+    Up(StackArgs),
+    /// The project's containers and their state.
+    Status(StackArgs),
+    /// Remove the project's containers, network and scale_* volumes (nothing else).
+    Down(StackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StackArgs {
+    /// Only `docker` has a stack that outlives a run.
+    #[arg(long, value_enum, default_value_t = StackKind::Docker)]
+    pub stack: StackKind,
+    /// Which built-in stack: the one this target's plan needs.
+    #[arg(long, default_value = "baler")]
+    pub target: String,
+    #[arg(long, default_value = "{}")]
+    pub target_params: String,
+    /// NATS targets: 1 or 3 nodes.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// A compose file instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub compose: Option<PathBuf>,
+    /// Project name (default: the compose file's, e.g. scale-historian).
+    #[arg(long)]
+    pub project: Option<String>,
+    /// First port to look for free 2xxxx ports from.
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
+    /// Caps as SERVICE=CPUS,MEMORY (repeatable).
+    #[arg(long, value_name = "SERVICE=CPUS,MEMORY")]
+    pub cap: Vec<String>,
+    #[arg(long, value_name = "CPUS")]
+    pub cpuset: Option<String>,
+    /// Where the stack's env file goes (default: a directory under the temp dir).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -117,6 +165,10 @@ pub enum StackKind {
     Local,
     /// Drive a stack someone else runs (--mqtt-url, --pg-url).
     External,
+    /// Run the built-in stack's compose file (compose/) through the Docker
+    /// engine, with CPU and memory caps; build its images first with
+    /// scripts/docker-images.sh.
+    Docker,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +288,23 @@ pub struct RunArgs {
     /// SERVICE:AFTER:FOR (e.g. mosquitto:12s:10s); SIGCONT after FOR or at the step's end.
     #[arg(long, value_name = "SERVICE:AFTER:FOR")]
     pub freeze: Vec<String>,
+    /// Docker stack: this compose file instead of the built-in one for the target.
+    #[arg(long, value_name = "FILE")]
+    pub compose: Option<PathBuf>,
+    /// Docker stack: a service's caps, as SERVICE=CPUS,MEMORY (e.g.
+    /// postgres=2,6g); repeatable. CPU caps are clamped to the host's CPUs.
+    #[arg(long, value_name = "SERVICE=CPUS,MEMORY")]
+    pub cap: Vec<String>,
+    /// Docker stack: pin every container to these host CPUs (e.g. 0-1).
+    #[arg(long, value_name = "CPUS")]
+    pub cpuset: Option<String>,
+    /// Crash tests: repeat each --kill this many times, one --kill interval apart.
+    #[arg(long, default_value_t = 1)]
+    pub kill_cycles: u32,
+    /// Calibration: the historian allocates and keeps this many MB every
+    /// second (under a memory cap it is OOM-killed, which must fail the step).
+    #[arg(long, value_name = "MB")]
+    pub historian_leak_mb_per_s: Option<u64>,
     /// Local NATS stack: nodes (3 makes replicas = 3 real).
     #[arg(long, default_value_t = 1)]
     pub nodes: u32,

@@ -46,6 +46,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
         Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
         Command::Table { files } => commands::table::run(&files),
+        Command::Stack { what } => commands::stack::run(&cli.plugin, what),
         Command::ReferenceHistorian { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
             std::process::exit(reference_historian::app::main_with_args(argv));

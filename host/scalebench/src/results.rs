@@ -196,6 +196,14 @@ pub struct BrokerCounter {
 pub struct Resource {
     /// 100 = one core, averaged over the soak.
     pub cpu_percent: f64,
+    /// The service's memory cap, where it has one (Docker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_limit_bytes: Option<u64>,
+    /// Block I/O over the soak, read and written bytes (Docker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blkio_read_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blkio_write_bytes: Option<u64>,
     pub cpu_percent_max: f64,
     pub rss_bytes_max: u64,
     pub rss_bytes_last: u64,
@@ -226,6 +234,12 @@ pub struct Sample {
     pub behind_schedule_s: f64,
     pub cpu_percent: BTreeMap<String, f64>,
     pub rss_bytes: BTreeMap<String, u64>,
+    /// Memory cap per service (Docker stacks), beside rss_bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mem_limit_bytes: BTreeMap<String, u64>,
+    /// Block I/O per service since its container started: [read, written] bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blkio_bytes: BTreeMap<String, [u64; 2]>,
     /// Free bytes of the results disk and of the stack's data disk; None = unmeasured.
     #[serde(default)]
     pub disk_free_bytes: BTreeMap<String, Option<u64>>,

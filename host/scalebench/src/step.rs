@@ -309,8 +309,16 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
                     }
                 }
             }
+            let mut mem_limit_bytes = BTreeMap::new();
+            let mut blkio_bytes = BTreeMap::new();
             for p in &procs {
                 rss_bytes.insert(p.name.clone(), p.rss_bytes);
+                if let Some(l) = p.mem_limit_bytes {
+                    mem_limit_bytes.insert(p.name.clone(), l);
+                }
+                if let (Some(r), Some(w)) = (p.blkio_read_bytes, p.blkio_write_bytes) {
+                    blkio_bytes.insert(p.name.clone(), [r, w]);
+                }
             }
             o.proc_samples.push(procs);
             let svc = env.services.clone();
@@ -377,6 +385,8 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
                 behind_schedule_s: behind,
                 cpu_percent,
                 rss_bytes,
+                mem_limit_bytes,
+                blkio_bytes,
                 disk_free_bytes: disk,
             });
         }
@@ -632,6 +642,9 @@ async fn assemble(
                 r.rss_bytes_last = p.rss_bytes;
                 r.rss_bytes_max = o.proc_samples.iter().flatten().filter(|x| x.name == p.name).map(|x| x.rss_bytes).max().unwrap_or(p.rss_bytes);
                 r.cpu_percent_max = o.samples.iter().filter_map(|s| s.cpu_percent.get(&p.name)).cloned().fold(0.0, f64::max);
+                r.mem_limit_bytes = p.mem_limit_bytes;
+                r.blkio_read_bytes = p.blkio_read_bytes.zip(q.blkio_read_bytes).map(|(a, b)| a.saturating_sub(b));
+                r.blkio_write_bytes = p.blkio_write_bytes.zip(q.blkio_write_bytes).map(|(a, b)| a.saturating_sub(b));
                 resources.insert(p.name.clone(), r);
             }
         }

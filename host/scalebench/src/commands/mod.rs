@@ -7,3 +7,4 @@ pub mod plugins;
 pub mod run;
 pub mod table;
 pub mod bench;
+pub mod stack;

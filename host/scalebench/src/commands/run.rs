@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use local_stack::{LocalStack, StackOptions};
 
 use crate::budgets::Budgets;
 use crate::cli::{PluginOptions, RunArgs, StackKind, UsageError};
 use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
-use crate::stack::{self, Endpoint, ServiceKind, StackDriver};
+use crate::stack::{self, ServiceKind, StackDriver};
 
 /// `10k`, `2.5k`, `1M`, `500` → points.
 pub fn parse_points(s: &str) -> Result<u64, String> {
@@ -99,8 +98,16 @@ fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
         };
         out.push(Fault { service: svc.into(), after: dur("--freeze", after)?, kind: FaultKind::Freeze(dur("--freeze", for_)?) });
     }
-    if !out.is_empty() && args.stack != StackKind::Local {
-        return Err(usage("--kill, --freeze and the crash-test flags need --stack local (they signal the local stack's processes)".into()));
+    if !out.is_empty() && args.stack == StackKind::External {
+        return Err(usage("--kill, --freeze and the crash-test flags need a stack scalebench runs (--stack local or docker): an external stack's processes are not its own".into()));
+    }
+    // Crash cycles: each kill again, one interval later, N times.
+    let cycles = args.kill_cycles.max(1);
+    let kills: Vec<Fault> = out.iter().filter(|f| matches!(f.kind, FaultKind::Kill)).cloned().collect();
+    for k in kills {
+        for c in 2..=cycles {
+            out.push(Fault { service: k.service.clone(), after: k.after * c, kind: FaultKind::Kill });
+        }
     }
     Ok(out)
 }
@@ -245,54 +252,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 }
             });
         }
-        let mut stack: Box<dyn StackDriver> = match args.stack {
-            StackKind::Local if wants_nats => {
-                let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
-                let opts = local_stack::nats::NatsOptions::new(&run_dir, args.nodes as usize);
-                eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
-                Box::new(tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?)
-            }
-            StackKind::Local => {
-                let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
-                let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
-                so.historian.bin = Some(std::env::current_exe()?);
-                so.historian.leading_args = vec!["reference-historian".into()];
-                so.historian.drop_one_in = args.historian_drop_one_in;
-                so.historian.delay_ms = args.historian_delay_ms;
-                so.historian.ack_before_commit = args.historian_ack_before_commit;
-                for kv in &args.historian_session_setting {
-                    let (k, v) = kv.split_once('=').ok_or_else(|| usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off")))?;
-                    so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
-                }
-                so.mosquitto_acl_file = args.mosquitto_acl.clone();
-                eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
-                Box::new(LocalStack::start(so).await.context("cannot start the local stack")?)
-            }
-            StackKind::External => {
-                let mut endpoints = Vec::new();
-                if let Some(u) = &args.mqtt_url {
-                    stack::parse_mqtt_url(u).map_err(usage)?;
-                    endpoints.push(Endpoint { name: "broker".into(), kind: ServiceKind::Mqtt, address: u.clone() });
-                }
-                if let Some(pg) = &args.pg_url {
-                    endpoints.push(Endpoint { name: "postgres".into(), kind: ServiceKind::Postgres, address: pg.clone() });
-                }
-                if let Some(n) = &args.nats_url {
-                    endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
-                }
-                let ext = stack::external::External { endpoints };
-                // Ask only for what the target's plan names.
-                let missing: Vec<String> = plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
-                if !missing.is_empty() {
-                    return Err(usage(format!(
-                        "--stack external: target {} needs service(s) {} (give --mqtt-url for `broker`, --pg-url for `postgres`, --nats-url for `nats`)",
-                        cfg.target,
-                        missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
-                    )));
-                }
-                Box::new(ext)
-            }
-        };
+        let mut stack: Box<dyn StackDriver> = crate::stack::start::start(&args, &plan, &cfg.target, &run_id).await?;
         let endpoints = stack.services();
         let services = Arc::new(StackServices::new(
             endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).map(|e| (e.name.clone(), e.address.clone())).collect(),

@@ -10,8 +10,11 @@
 //! the Docker Engine API). Adding a target kind adds one driver here and one
 //! carrier in `transport`.
 
+pub mod compose;
+pub mod docker;
 pub mod external;
 pub mod local;
+pub mod start;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

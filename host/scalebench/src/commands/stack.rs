@@ -1,0 +1,96 @@
+//! `scalebench stack up|status|down --stack docker`: a Docker stack a user
+//! can look at between runs. `down` removes only what carries the project's
+//! label, and only scale_* volumes.
+
+use std::sync::Arc;
+
+use crate::cli::{PluginOptions, StackArgs, StackCommand, StackKind, UsageError};
+use crate::stack::docker::{self, DockerOptions, DockerStack};
+use crate::stack::start::{compose_file_for, free_port, parse_cap};
+use crate::stack::StackDriver;
+
+fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions, String)> {
+    if a.stack != StackKind::Docker {
+        return Err(UsageError("`scalebench stack` manages Docker stacks only (--stack docker); local stacks live as long as their run".into()).into());
+    }
+    let rt = crate::catalog::runtime(opts)?;
+    let plugin = crate::catalog::load(&rt, &a.target)?;
+    let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &plugin, Arc::new(plugin_runtime::NoServices))?;
+    let plan = adapter.configure(&a.target_params).map_err(crate::catalog::user_error)?;
+    let file = a.compose.clone().unwrap_or_else(|| compose_file_for(&plan, a.nodes));
+    let stem = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let project = a.project.clone().unwrap_or_else(|| if stem == "nats-3" { "scale-nats3".into() } else { format!("scale-{stem}") });
+    let mut env = std::collections::BTreeMap::new();
+    let mqtt = free_port(a.base_port)?;
+    let pg = free_port(mqtt + 1)?;
+    env.insert("SCALE_MQTT_PORT".to_string(), mqtt.to_string());
+    env.insert("SCALE_PG_PORT".to_string(), pg.to_string());
+    let mut next = pg + 1;
+    for i in 0..3 {
+        let p = free_port(next)?;
+        env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
+        next = p + 1;
+    }
+    let mut caps = std::collections::BTreeMap::new();
+    for c in &a.cap {
+        let (svc, cap) = parse_cap(c).map_err(UsageError)?;
+        caps.insert(svc, cap);
+    }
+    let run_dir = a.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-stack-{project}")));
+    Ok((
+        DockerOptions {
+            compose_file: file,
+            project: Some(project.clone()),
+            run_dir,
+            env,
+            caps,
+            cpuset: a.cpuset.clone(),
+            checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            ready_timeout: std::time::Duration::from_secs(90),
+        },
+        project,
+    ))
+}
+
+pub fn run(opts: &PluginOptions, what: StackCommand) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        match what {
+            StackCommand::Up(a) => {
+                let (o, project) = options(opts, &a)?;
+                let stack = DockerStack::up(&o, false).await?;
+                println!("{project} is up (env file {}):", o.run_dir.join("scale.env").display());
+                for e in stack.services() {
+                    println!("  {:<10} {}", e.name, e.address);
+                }
+                for (svc, cap) in stack.caps() {
+                    println!("  cap {svc}: {cap}");
+                }
+                println!("take it down with: scalebench stack down --stack docker --project {project}");
+            }
+            StackCommand::Status(a) => {
+                let (_, project) = options(opts, &a)?;
+                let d = docker::connect().await?;
+                let list = docker::project_status(&d, &project).await?;
+                if list.is_empty() {
+                    println!("{project}: no containers");
+                }
+                for (svc, state, status) in list {
+                    println!("{project} {svc:<12} {state:<10} {status}");
+                }
+            }
+            StackCommand::Down(a) => {
+                let (_, project) = options(opts, &a)?;
+                let d = docker::connect().await?;
+                let removed = docker::remove_project(&d, &project, true).await?;
+                if removed.is_empty() {
+                    println!("{project}: nothing to remove");
+                }
+                for r in removed {
+                    println!("removed {r}");
+                }
+            }
+        }
+        anyhow::Ok(())
+    })
+}

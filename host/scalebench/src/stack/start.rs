@@ -1,0 +1,176 @@
+//! Choosing and starting the stack of a run from `--stack` and the target's
+//! plan: the one place that knows every driver.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use local_stack::{LocalStack, StackOptions};
+use plugin_runtime::adapter_types::{Plan, TransportPlan};
+
+use super::docker::{DockerOptions, DockerStack};
+use super::external::External;
+use super::{Endpoint, ServiceKind, StackDriver};
+use crate::cli::{RunArgs, StackKind, UsageError};
+
+fn usage(e: String) -> anyhow::Error {
+    UsageError(e).into()
+}
+
+/// Where the built-in compose files are: $SCALEBENCH_COMPOSE_DIR, ./compose,
+/// or the checkout this binary was built from.
+pub fn compose_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SCALEBENCH_COMPOSE_DIR") {
+        return d.into();
+    }
+    let here = Path::new("compose");
+    if here.join("historian.yml").is_file() {
+        return here.into();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compose")
+}
+
+/// The built-in compose file for a plan.
+pub fn compose_file_for(plan: &Plan, nodes: u32) -> PathBuf {
+    let name = match plan.transport {
+        TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore if nodes >= 3 => "nats-3.yml",
+        TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore => "nats.yml",
+        _ => "historian.yml",
+    };
+    compose_dir().join(name)
+}
+
+/// A free 127.0.0.1 port in 2xxxx, starting the search at `from`.
+pub fn free_port(from: u16) -> anyhow::Result<u16> {
+    (from.max(20000)..=29999)
+        .find(|p| !local_stack::guard::is_live_default(*p) && local_stack::guard::port_free(*p).is_ok())
+        .ok_or_else(|| anyhow::anyhow!("no free port in {from}-29999\nhint: pass --base-port with another 2xxxx port"))
+}
+
+/// `SERVICE=CPUS,MEMORY` → (service, (cpus, memory bytes)).
+pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String> {
+    let (svc, rest) = s.split_once('=').ok_or_else(|| format!("--cap {s}: give SERVICE=CPUS,MEMORY, e.g. postgres=2,6g"))?;
+    let mut parts = rest.split(',');
+    let cpus = parts.next().filter(|c| !c.is_empty()).map(|c| c.parse::<f64>().map_err(|_| format!("--cap {s}: `{c}` is not a CPU count"))).transpose()?;
+    let mem = parts
+        .next()
+        .filter(|m| !m.is_empty())
+        .map(|m| super::compose::parse_bytes(m).ok_or_else(|| format!("--cap {s}: `{m}` is not a memory size (e.g. 512m, 6g)")))
+        .transpose()?;
+    Ok((svc.trim().to_string(), (cpus, mem)))
+}
+
+/// Arguments for the historian inside a compose stack, as a JSON-list tail.
+fn historian_args(args: &RunArgs) -> String {
+    let mut v: Vec<String> = Vec::new();
+    if let Some(n) = args.historian_drop_one_in {
+        v.extend(["--drop-one-in".into(), n.to_string()]);
+    }
+    if let Some(d) = args.historian_delay_ms {
+        v.extend(["--delay-ms".into(), d.to_string()]);
+    }
+    if args.historian_ack_before_commit {
+        v.push("--ack-before-commit".into());
+    }
+    if let Some(mb) = args.historian_leak_mb_per_s {
+        v.extend(["--leak-mb-per-s".into(), mb.to_string()]);
+    }
+    for kv in &args.historian_session_setting {
+        v.extend(["--session-setting".into(), kv.clone()]);
+    }
+    v.iter().map(|a| format!(", {}", serde_json::to_string(a).unwrap_or_default())).collect()
+}
+
+/// The docker options of a run (or of `scalebench stack up`).
+pub fn docker_options(args: &RunArgs, plan: &Plan, project: Option<String>, run_dir: PathBuf) -> anyhow::Result<DockerOptions> {
+    let file = args.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.nodes));
+    let mut env = BTreeMap::new();
+    let mqtt = free_port(args.base_port)?;
+    let pg = free_port(mqtt + 1)?;
+    env.insert("SCALE_MQTT_PORT".to_string(), mqtt.to_string());
+    env.insert("SCALE_PG_PORT".to_string(), pg.to_string());
+    let mut next = pg + 1;
+    for i in 0..3 {
+        let p = free_port(next)?;
+        env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
+        next = p + 1;
+    }
+    env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(args));
+    let mut caps = BTreeMap::new();
+    for c in &args.cap {
+        let (svc, cap) = parse_cap(c).map_err(usage)?;
+        caps.insert(svc, cap);
+    }
+    Ok(DockerOptions {
+        compose_file: file,
+        project,
+        run_dir,
+        env,
+        caps,
+        cpuset: args.cpuset.clone(),
+        checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+        ready_timeout: Duration::from_secs(90),
+    })
+}
+
+/// Start (or, for external, describe) the stack a run drives.
+pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> anyhow::Result<Box<dyn StackDriver>> {
+    let wants_nats = matches!(plan.transport, TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore);
+    let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
+    Ok(match args.stack {
+        StackKind::Local if wants_nats => {
+            let opts = local_stack::nats::NatsOptions::new(&run_dir, args.nodes as usize);
+            eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
+            Box::new(tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?)
+        }
+        StackKind::Local => {
+            let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
+            so.historian.bin = Some(std::env::current_exe()?);
+            so.historian.leading_args = vec!["reference-historian".into()];
+            so.historian.drop_one_in = args.historian_drop_one_in;
+            so.historian.delay_ms = args.historian_delay_ms;
+            so.historian.ack_before_commit = args.historian_ack_before_commit;
+            if let Some(mb) = args.historian_leak_mb_per_s {
+                so.historian.extra_args.extend(["--leak-mb-per-s".into(), mb.to_string()]);
+            }
+            for kv in &args.historian_session_setting {
+                let (k, v) = kv.split_once('=').ok_or_else(|| usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off")))?;
+                so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
+            }
+            so.mosquitto_acl_file = args.mosquitto_acl.clone();
+            eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
+            Box::new(LocalStack::start(so).await.context("cannot start the local stack")?)
+        }
+        StackKind::Docker => {
+            let stem = compose_file_for(plan, args.nodes).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "stack".into());
+            let project = format!("scale-{stem}-{}", run_id.to_ascii_lowercase());
+            let opts = docker_options(args, plan, Some(project.clone()), run_dir.clone())?;
+            eprintln!("starting the docker stack {project} from {}", opts.compose_file.display());
+            Box::new(DockerStack::up(&opts, true).await?)
+        }
+        StackKind::External => {
+            let mut endpoints = Vec::new();
+            if let Some(u) = &args.mqtt_url {
+                super::parse_mqtt_url(u).map_err(usage)?;
+                endpoints.push(Endpoint { name: "broker".into(), kind: ServiceKind::Mqtt, address: u.clone() });
+            }
+            if let Some(pg) = &args.pg_url {
+                endpoints.push(Endpoint { name: "postgres".into(), kind: ServiceKind::Postgres, address: pg.clone() });
+            }
+            if let Some(n) = &args.nats_url {
+                endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
+            }
+            let ext = External { endpoints };
+            // Ask only for what the target's plan names.
+            let missing: Vec<String> = plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
+            if !missing.is_empty() {
+                return Err(usage(format!(
+                    "--stack external: target {target} needs service(s) {} (give --mqtt-url for `broker`, --pg-url for `postgres`, --nats-url for `nats`)",
+                    missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+                )));
+            }
+            Box::new(ext)
+        }
+    })
+}
