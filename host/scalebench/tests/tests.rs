@@ -8,6 +8,7 @@ mod models;
 mod plugin_faults;
 mod ladder;
 mod honesty;
+mod docker;
 mod probes;
 mod study;
 mod user_text;

@@ -94,12 +94,24 @@ pub async fn ensure_stream(
             hint: "scalebench only writes to a stream it creates itself and never deletes one it did not create: delete it yourself if it is a leftover of an earlier run, or give the target another stream name (--target-params '{\"stream\":\"...\"}')".into(),
         });
     }
-    js.create_stream(cfg).await.map_err(|e| NatsError::Stream {
+    // A cluster that has just started may not have its peers yet: retry
+    // placement for a while before calling it an error.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match js.create_stream(cfg.clone()).await {
+            Err(e) if e.to_string().contains("no suitable peers") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => {
+                other.map_err(|e| NatsError::Stream {
         stream: name.into(),
         detail: e.to_string(),
         hint: if replicas > 1 { "replicas > 1 needs a cluster of at least that many nodes (--nodes 3)".into() } else { "check the server has JetStream enabled".into() },
-    })?;
-    Ok(())
+                })?;
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// Delete a stream this process created itself (the bench's own, between

@@ -1,0 +1,250 @@
+//! Docker stacks, for real: a Docker engine (CI starts one), images built
+//! from Debian packages by scripts/docker-images.sh (once per test run), the
+//! built-in compose files. Every test leaves no container, network or
+//! volume behind. The guard rules are checked on bad compose files without
+//! an engine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::common::*;
+use crate::ladder::*;
+
+fn reasons(s: &serde_json::Value) -> String {
+    s["reasons"].to_string()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The images, built once per test run (kept between runs; the historian
+/// image follows the test binary).
+fn images() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let out = Command::new(repo().join("scripts/docker-images.sh")).arg(bin()).output().expect("run scripts/docker-images.sh");
+        assert!(out.status.success(), "building the images failed (is a Docker engine running?):\n{}", stderr(&out));
+    });
+}
+
+/// Containers, networks and volumes scalebench created that still exist.
+fn leftovers() -> Vec<String> {
+    let mut out = Vec::new();
+    for args in [
+        vec!["ps", "-a", "--filter", "label=scale.created-by=scalebench", "--format", "{{.Names}}"],
+        vec!["network", "ls", "--filter", "label=scale.created-by=scalebench", "--format", "{{.Name}}"],
+        vec!["volume", "ls", "--filter", "label=scale.created-by=scalebench", "--format", "{{.Name}}"],
+    ] {
+        let o = Command::new("docker").args(&args).output().expect("docker");
+        out.extend(String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.is_empty()).map(str::to_string));
+    }
+    out
+}
+
+fn docker_ladder(extra: &[&str]) -> Run {
+    images();
+    let mut a = vec!["--stack", "docker"];
+    a.extend_from_slice(extra);
+    let run = run_ladder(&a);
+    let left = leftovers();
+    assert!(left.is_empty(), "the docker stack left these behind: {left:?}\n{}", stderr(&run.out));
+    run
+}
+
+#[test]
+fn a_docker_ladder_passes_with_cpu_memory_against_cap_and_block_io_in_every_sample() {
+    let run = docker_ladder(&["--soak", "8s", "--cap", "postgres=2,1g"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}", reasons(s));
+    assert_eq!(r["stack"], "docker");
+    assert!(r["caps"]["postgres"].as_str().unwrap().contains("cpus 2 mem 1024 MiB"), "{}", r["caps"]);
+    assert!(r["caps"]["historian"].as_str().unwrap().contains("mem"), "{}", r["caps"]);
+    let samples = s["samples"].as_array().unwrap();
+    assert!(samples.len() >= 3);
+    for (i, smp) in samples.iter().enumerate() {
+        for svc in ["postgres", "mosquitto", "historian"] {
+            assert!(smp["rss_bytes"][svc].as_u64().unwrap() > 0, "sample {i}: no memory for {svc}: {smp}");
+            assert!(smp["mem_limit_bytes"][svc].as_u64().unwrap() > 0, "sample {i}: no memory cap for {svc}: {smp}");
+            assert!(smp["blkio_bytes"][svc].is_array(), "sample {i}: no block I/O for {svc}: {smp}");
+            if i > 0 {
+                assert!(smp["cpu_percent"][svc].is_number(), "sample {i}: no CPU for {svc}: {smp}");
+            }
+        }
+        assert_eq!(smp["mem_limit_bytes"]["postgres"], 1u64 << 30);
+    }
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+}
+
+#[test]
+fn a_service_capped_below_its_need_is_oom_killed_and_the_step_says_so() {
+    let run = docker_ladder(&["--soak", "10s", "--cap", "historian=1,96m", "--historian-leak-mb-per-s", "40"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("historian: OOM kill"), "{}", reasons(s));
+    assert!(s["containers"]["historian"]["oom_kills"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn a_container_killed_mid_soak_is_restarted_and_fails_the_step_on_the_restart() {
+    let run = docker_ladder(&["--soak", "10s", "--kill", "historian:5s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("historian: restart"), "{}", reasons(s));
+    assert_eq!(s["containers"]["historian"]["restarts"], 1);
+    assert_eq!(s["ingest"]["missing_acked"], 0, "{}", s["ingest"]);
+}
+
+#[test]
+fn ten_historian_kill_cycles_lose_no_acknowledged_reading() {
+    let run = docker_ladder(&["--soak", "46s", "--kill", "historian:4s", "--kill-cycles", "10", "--drain-timeout", "60s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["containers"]["historian"]["restarts"], 10, "{}", s["containers"]);
+    assert_eq!(s["ingest"]["missing_acked"], 0, "{}", s["ingest"]);
+    assert!(s["ingest"]["acked"].as_u64().unwrap() > 5000);
+}
+
+#[test]
+fn three_postgres_kill_cycles_lose_no_acknowledged_reading() {
+    let run = docker_ladder(&["--soak", "24s", "--kill", "postgres:6s", "--kill-cycles", "3", "--drain-timeout", "60s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["containers"]["postgres"]["restarts"], 3, "{}", s["containers"]);
+    assert_eq!(s["ingest"]["missing_acked"], 0, "{}", s["ingest"]);
+}
+
+#[test]
+fn the_ack_before_commit_control_loses_acknowledged_readings_under_docker_too() {
+    let run = docker_ladder(&["--soak", "10s", "--kill", "historian:5s", "--historian-delay-ms", "1000", "--historian-ack-before-commit"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert!(s["ingest"]["missing_acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);
+}
+
+#[test]
+fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_dies() {
+    let run = docker_ladder(&[
+        "--target", "nats-jetstream", "--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill", "nats-1:4s", "--soak", "12s",
+    ]);
+    let r = run.result();
+    let s = step0(&r);
+    let acked = s["ingest"]["acked"].as_u64().unwrap();
+    assert!(acked > 600, "acked {acked}: {}", stderr(&run.out));
+    assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
+    assert_eq!(s["containers"]["nats-1"]["restarts"], 1, "{}", s["containers"]);
+    assert_eq!(s["containers"].as_object().unwrap().len(), 3);
+}
+
+#[test]
+fn stack_up_status_and_down_manage_a_stack_between_runs() {
+    images();
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let project = format!("scale-updown-{}", std::process::id());
+    let args = |verb: &str| -> Vec<String> {
+        vec!["stack".into(), verb.into(), "--stack".into(), "docker".into(), "--project".into(), project.clone(), "--run-dir".into(), dir.path().display().to_string(), "--base-port".into(), free_base_port().to_string()]
+    };
+    let up = Command::new(bin()).args(args("up")).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    assert!(up.status.success(), "{}", stderr(&up));
+    assert!(String::from_utf8_lossy(&up.stdout).contains("broker"), "{}", String::from_utf8_lossy(&up.stdout));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("scale.env")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the env file must be mode 600");
+    let st = Command::new(bin()).args(args("status")).output().unwrap();
+    let text = String::from_utf8_lossy(&st.stdout).to_string();
+    assert!(text.contains("postgres") && text.contains("running"), "{text}");
+    let down = Command::new(bin()).args(args("down")).output().unwrap();
+    assert!(down.status.success(), "{}", stderr(&down));
+    let text = String::from_utf8_lossy(&down.stdout).to_string();
+    assert!(text.contains("volume scale_pgdata"), "{text}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+// ---- the isolation guard, rule by rule (no engine needed) ---------------------------
+
+fn guarded(compose: &str, project: Option<&str>, env_mode: u32, env_name: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yml");
+    std::fs::write(&file, compose).unwrap();
+    let env_dir = dir.path().join("run");
+    std::fs::create_dir_all(&env_dir).unwrap();
+    let env_file = env_dir.join(env_name);
+    std::fs::write(&env_file, "X=1\n").unwrap();
+    std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(env_mode)).unwrap();
+    let p = scalebench::stack::compose::load(&file, &Default::default(), &env_file, project, &Default::default(), None, 2).map_err(|e| e.to_string())?;
+    scalebench::stack::compose::check(&p, Path::new("/work/checkout"), true).map_err(|e| e.to_string())
+}
+
+const GOOD: &str = "name: scale-test\nservices:\n  db:\n    image: scale-postgres:bookworm\n    ports: [\"127.0.0.1:{PORT}:5432\"]\n    volumes: [\"scale_db:/data\"]\nvolumes:\n  scale_db: {}\n";
+
+fn good() -> String {
+    GOOD.replace("{PORT}", &free_base_port().to_string())
+}
+
+#[test]
+fn every_guard_rule_refuses_a_bad_compose_configuration_by_name() {
+    assert_eq!(guarded(&good(), None, 0o600, "scale.env"), Ok(()));
+    let cases: Vec<(String, Option<&str>, u32, &str, &str)> = vec![
+        (good().replace("scale-test", "baler"), None, 0o600, "scale.env", "project name"),
+        (good(), Some("checkout"), 0o600, "scale.env", "project name"),
+        (good(), Some("scale-ok"), 0o600, "scale.env", ""),
+        (good().replace("scale_db", "pgdata"), None, 0o600, "scale.env", "volumes"),
+        (good().replace("\"scale_db:/data\"", "\"/var/lib:/data\""), None, 0o600, "scale.env", "volumes"),
+        (good().replace("127.0.0.1:", "0.0.0.0:"), None, 0o600, "scale.env", "loopback ports"),
+        (GOOD.replace("{PORT}", "5432"), None, 0o600, "scale.env", "live ports"),
+        (good().replace("    image:", "    network_mode: host\n    image:"), None, 0o600, "scale.env", "host network"),
+        (good().replace("    image:", "    privileged: true\n    image:"), None, 0o600, "scale.env", "privileged"),
+        (good(), None, 0o644, "scale.env", "env file"),
+        (good(), None, 0o600, ".env", "env file"),
+    ];
+    for (compose, project, mode, env, rule) in cases {
+        let r = guarded(&compose, project, mode, env);
+        if rule.is_empty() {
+            assert_eq!(r, Ok(()), "{compose}");
+            continue;
+        }
+        let e = r.expect_err(&format!("should be refused by rule {rule}:\n{compose}"));
+        assert!(e.contains(&format!("isolation guard: {rule}")) && e.contains("hint:"), "rule {rule}: {e}");
+    }
+    // A port another stack holds.
+    let port = free_base_port();
+    let _held = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let e = guarded(&GOOD.replace("{PORT}", &port.to_string()), None, 0o600, "scale.env").unwrap_err();
+    assert!(e.contains("isolation guard: ports in use"), "{e}");
+}
+
+#[test]
+fn caps_come_from_the_file_the_flags_or_defaults_and_cpu_is_clamped_to_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yml");
+    std::fs::write(&file, "name: scale-caps\nservices:\n  a:\n    image: x\n    deploy: {resources: {limits: {cpus: \"64\", memory: 512m}}}\n  b:\n    image: x\n  c:\n    image: x\n").unwrap();
+    let caps = [("c".to_string(), (Some(0.5), Some(256i64 << 20)))].into();
+    let p = scalebench::stack::compose::load(&file, &Default::default(), Path::new("/tmp/x"), None, &caps, Some("0"), 2).unwrap();
+    let get = |n: &str| p.services.iter().find(|s| s.name == n).unwrap().clone();
+    assert_eq!(get("a").cpus, 2.0, "clamped to the host's 2 CPUs");
+    assert_eq!(get("a").memory_bytes, 512 << 20);
+    assert_eq!(get("b").cpus, scalebench::stack::compose::DEFAULT_CPUS);
+    assert_eq!(get("b").memory_bytes, scalebench::stack::compose::DEFAULT_MEMORY_BYTES);
+    assert_eq!((get("c").cpus, get("c").memory_bytes), (0.5, 256 << 20));
+    assert_eq!(get("c").cpuset.as_deref(), Some("0"));
+    assert_eq!((get("a").log_max_size.as_str(), get("a").log_max_file.as_str()), ("50m", "3"));
+}
+
+// ---- a target the built-in stacks do not know -------------------------------------
+
+#[test]
+fn a_target_whose_plan_no_stack_provides_gets_an_error_naming_what_is_missing() {
+    let adapter = bad_plugin("odd-target");
+    let run = run_ladder(&["--target", adapter.to_str().unwrap(), "--probes", "none"]);
+    assert!(!run.out.status.success());
+    let e = stderr(&run.out);
+    assert!(e.contains("HTTP ingest") || e.contains("service named `haystack`"), "{e}");
+    assert!(!e.contains("panicked") && !e.contains("TransportPlan"), "{e}");
+}
