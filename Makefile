@@ -16,6 +16,7 @@ run: setup
 	cargo run --release -p scalebench -- run --target baler --model plant-shaped $(RUN_ARGS)
 
 test: setup
+	./scripts/dockerd.sh start
 	cargo test --release --workspace
 	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what scalebench and its tests need, if missing: the wasm32-wasip2
 # Rust target (plugins), mosquitto, PostgreSQL and nats-server (the local
-# stack). Idempotent and quick when everything is there. Starts no service:
-# scalebench starts its own on 2xxxx loopback ports and stops them after.
+# stack), docker.io and debootstrap (Docker stacks). Idempotent and quick
+# when everything is there. Starts no service: scalebench starts its own on
+# 2xxxx loopback ports and stops them after (scripts/dockerd.sh starts a
+# Docker engine for the Docker tests).
 set -euo pipefail
 
 need_apt=()
@@ -10,6 +12,10 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=
 command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# Docker stacks (--stack docker) and their tests: the engine, and debootstrap
+# for the images (no registry is needed).
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
