@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what scalebench and its tests need, if missing: the wasm32-wasip2
 # Rust target (plugins), mosquitto, PostgreSQL and nats-server (the local
-# stack). Idempotent and quick when everything is there. Starts no service:
+# stack), Chromium (headless, for the report tests). Idempotent and quick when everything is there. Starts no service:
 # scalebench starts its own on 2xxxx loopback ports and stops them after.
 set -euo pipefail
 
@@ -10,6 +10,8 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=
 command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# Headless Chromium opens the reports in the report tests.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2

@@ -182,8 +182,9 @@ pub struct LineChart {
     pub note: String,
     /// How y tick labels read.
     pub y_format: fn(f64) -> String,
-    /// x tick labels as the numbers themselves instead of compact ones.
-    pub x_categories: bool,
+    /// Named x positions (e.g. the steps of a ladder): points' x are
+    /// indexes into these, and each name labels its own tick.
+    pub x_names: Vec<String>,
 }
 
 impl Default for LineChart {
@@ -198,7 +199,7 @@ impl Default for LineChart {
             x_marks: Vec::new(),
             note: String::new(),
             y_format: compact,
-            x_categories: false,
+            x_names: Vec::new(),
         }
     }
 }
@@ -229,6 +230,9 @@ impl LineChart {
             if !x0.is_finite() {
                 (x0, x1) = (0.0, 1.0);
             }
+            if !self.x_names.is_empty() {
+                (x0, x1) = (-0.5, self.x_names.len() as f64 - 0.5);
+            }
             if x1 - x0 < 1e-9 {
                 (x0, x1) = (x0 - 1.0, x1 + 1.0);
             }
@@ -252,14 +256,14 @@ impl LineChart {
                 .build_cartesian_2d(x0..x1, 0f64..y1);
             if let Ok(mut chart) = built {
             let yfmt = self.y_format;
-            let xcat = self.x_categories;
-            let xfmt = move |v: &f64| if xcat { crate::format::whole(*v) } else { compact(*v) };
+            let named = !self.x_names.is_empty();
+            let xfmt = move |v: &f64| compact(*v);
             let _ = chart
                 .configure_mesh()
                 .bold_line_style(GRID)
                 .light_line_style(TRANSPARENT)
                 .axis_style(INK)
-                .x_labels(8)
+                .x_labels(if named { 0 } else { 8 })
                 .y_labels(6)
                 .label_style(font(10.0))
                 .axis_desc_style(font(11.0))
@@ -268,6 +272,11 @@ impl LineChart {
                 .x_label_formatter(&xfmt)
                 .y_label_formatter(&|v: &f64| yfmt(*v))
                 .draw();
+            for (i, name) in self.x_names.iter().enumerate() {
+                let (px, py) = chart.backend_coord(&(i as f64, 0.0));
+                let _ = root.draw(&PathElement::new(vec![(px, py), (px, py + 5)], INK.stroke_width(1)));
+                let _ = root.draw(&Text::new(clean(name), (px, py + 8), font(10.0).pos(Pos::new(HPos::Center, VPos::Top))));
+            }
             for (x, label) in &self.x_marks {
                 let _ = chart.draw_series(DashedLineSeries::new(vec![(*x, 0.0), (*x, y1)], 4, 4, REFERENCE.stroke_width(1)));
                 let _ = chart.draw_series(std::iter::once(Text::new(clean(label), (*x, y1), font(10.0).color(&REFERENCE).pos(Pos::new(HPos::Left, VPos::Top)))));

@@ -215,7 +215,7 @@ impl<'a> Comparison<'a> {
         for (r, l) in self.runs.iter().zip(&self.labels) {
             let _ = writeln!(
                 m,
-                "- {l}: run {}, target {}, model {}, {} steps, highest passing step: {}",
+                "- {l}: run {}, target {}, model {}, steps: {}, highest passing step: {}",
                 r.run_id,
                 r.target,
                 r.model,
@@ -276,11 +276,16 @@ impl<'a> Comparison<'a> {
             By::Run => "run",
             By::Model => "value model",
         });
+        let all_points = self.points();
+        let x_names: Vec<String> = all_points.iter().map(|p| thousands(*p)).collect();
         let per_run = |f: &dyn Fn(&StepResult) -> Option<f64>| {
             self.runs
                 .iter()
                 .zip(&self.labels)
-                .map(|(r, l)| Line { name: l.clone(), points: r.steps.iter().map(|s| (s.points as f64, f(s))).collect() })
+                .map(|(r, l)| Line {
+                    name: l.clone(),
+                    points: all_points.iter().enumerate().map(|(i, p)| (i as f64, Self::step(r, *p).and_then(f))).collect(),
+                })
                 .collect::<Vec<_>>()
         };
         let mut out = Vec::new();
@@ -293,7 +298,7 @@ impl<'a> Comparison<'a> {
                 lines,
                 note: note.into(),
                 y_format,
-                x_categories: true,
+                x_names: x_names.clone(),
                 ..Default::default()
             };
             if c.has_data() {

@@ -10,4 +10,5 @@ mod ladder;
 mod honesty;
 mod probes;
 mod study;
+mod reports;
 mod user_text;

@@ -55,6 +55,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                         cpu_percent: cpu,
                         rss_bytes: rss,
                         disk_free_bytes: disk,
+                        ..Default::default()
                     }
                 })
                 .collect();
@@ -82,7 +83,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                 .collect();
             let resources = services
                 .iter()
-                .map(|s| (s.to_string(), Resource { cpu_percent: 30.0, cpu_percent_max: 45.0, rss_bytes_max: 200 << 20, rss_bytes_last: 190 << 20 }))
+                .map(|s| (s.to_string(), Resource { cpu_percent: 30.0, cpu_percent_max: 45.0, rss_bytes_max: 200 << 20, rss_bytes_last: 190 << 20, ..Default::default() }))
                 .collect();
             StepResult {
                 points,

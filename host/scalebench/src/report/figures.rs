@@ -40,7 +40,7 @@ fn context(r: &RunResult) -> String {
 
 /// Rates per step across the ladder.
 pub fn ladder(r: &RunResult) -> Figure {
-    let pts = |f: &dyn Fn(&StepResult) -> Option<f64>| r.steps.iter().map(|s| (s.points as f64, f(s))).collect::<Vec<_>>();
+    let pts = |f: &dyn Fn(&StepResult) -> Option<f64>| r.steps.iter().enumerate().map(|(i, s)| (i as f64, f(s))).collect::<Vec<_>>();
     let chart = LineChart {
         title: "Ladder: target, accepted and stored readings/s per step".into(),
         subtitle: context(r),
@@ -55,7 +55,7 @@ pub fn ladder(r: &RunResult) -> Figure {
             Some(p) => format!("Highest passing step: {} points.", thousands(p)),
             None => "No step passed.".into(),
         },
-        x_categories: true,
+        x_names: r.steps.iter().map(|s| thousands(s.points)).collect(),
         ..Default::default()
     };
     line_figure("ladder".into(), "Where stored fell away from the target, step by step.".into(), chart, "no step was measured")
@@ -159,6 +159,12 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
             } else if k.starts_with("mem") {
                 mem_rules.push(Rule { name: format!("cap {k}"), value: n, limit: true });
             }
+        }
+    }
+    // Memory caps as the stack reported them per service (Docker).
+    for name in &services {
+        if let Some(cap) = s.samples.iter().filter_map(|x| x.mem_limit_bytes.get(name)).max() {
+            mem_rules.push(Rule { name: format!("cap {name} {}", bytes(*cap as f64)), value: *cap as f64, limit: true });
         }
     }
     let per_service = |f: &dyn Fn(&crate::results::Sample, &str) -> Option<f64>| {
