@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what scalebench and its tests need, if missing: the wasm32-wasip2
 # Rust target (plugins), mosquitto, PostgreSQL and nats-server (the local
-# stack), docker.io and debootstrap (Docker stacks). Idempotent and quick
-# when everything is there. Starts no service: scalebench starts its own on
-# 2xxxx loopback ports and stops them after (scripts/dockerd.sh starts a
-# Docker engine for the Docker tests).
+# stack), docker.io and debootstrap (Docker stacks), Chromium (headless, for
+# the report tests). Idempotent and quick when everything is there. Starts no
+# service: scalebench starts its own on 2xxxx loopback ports and stops them
+# after (scripts/dockerd.sh starts a Docker engine for the Docker tests).
 set -euo pipefail
 
 need_apt=()
@@ -16,6 +16,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # for the images (no registry is needed).
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# Headless Chromium opens the reports in the report tests.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2

@@ -57,12 +57,48 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Write a ladder report: a self-contained report.html (inline SVG
+    /// charts) and report.md with the same charts as SVG files.
+    Report(ReportArgs),
+    /// Compare ladder results side by side (by target, run or value model):
+    /// tables with signed changes, and overlaid charts.
+    Compare(CompareArgs),
     /// Run the reference historian (used by the local stack).
     #[command(hide = true)]
     ReferenceHistorian {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// results/<run-id>-ladder.json files (or directories of them).
+    #[arg(required_unless_present = "bench")]
+    pub files: Vec<PathBuf>,
+    /// Where report.html, report.md and charts/ go (default: <run-id>-report beside the first result).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Time rendering the report of a synthetic 7-step ladder with
+    /// 15-minute soaks, beside reading the same result; writes nothing you keep.
+    #[arg(long, conflicts_with = "files")]
+    pub bench: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Two or more results/<run-id>-ladder.json files; the first is the baseline.
+    #[arg(num_args = 2.., required = true)]
+    pub files: Vec<PathBuf>,
+    /// What names each column (default: what differs: target, else model, else run).
+    #[arg(long, value_enum)]
+    pub by: Option<crate::compare::By>,
+    /// Compare runs whose hardware or durability settings differ (the output says so).
+    #[arg(long)]
+    pub allow_different_hosts: bool,
+    /// Where compare.md and the charts go (default: results/compare-<first run>-vs-<second run>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -252,6 +288,10 @@ pub struct RunArgs {
     pub pg_url: Option<String>,
     #[arg(long, default_value = "results")]
     pub results_dir: PathBuf,
+    /// At the end, write the run's report (report.html, report.md, charts)
+    /// to <results-dir>/<run-id>-report.
+    #[arg(long)]
+    pub report: bool,
     /// A step is inconclusive when the results disk has less free space.
     #[arg(long, default_value_t = 1.0)]
     pub min_disk_free_gb: f64,

@@ -238,19 +238,13 @@ pub async fn run(
     eprintln!("results: {}", path.display());
 
     let nproc = result.hardware.nproc.max(1);
+    let progress = crate::progress::Progress::for_stderr();
     for (i, &points) in cfg.steps.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        eprintln!(
-            "step {}/{}: {} points every {:?} = {:.0} readings/s",
-            i + 1,
-            cfg.steps.len(),
-            crate::format::group(points),
-            cfg.interval,
-            points as f64 / cfg.interval.as_secs_f64()
-        );
-        let env = crate::step::Env { cfg, stack: &mut *stack, services: &services, budgets, sys: sys.as_ref(), stop: &stop, nproc };
+        progress.step(i + 1, cfg.steps.len(), points, cfg.interval.as_secs_f64(), (cfg.warmup + cfg.soak).as_secs_f64());
+        let env = crate::step::Env { cfg, stack: &mut *stack, services: &services, budgets, sys: sys.as_ref(), stop: &stop, nproc, progress: &progress };
         let step = crate::step::run(env, &mut session, points).await;
         let step = match step {
             Ok(s) => s,
@@ -265,7 +259,12 @@ pub async fn run(
             }
         };
         let status = step.status;
-        eprintln!("step {} points: {:?}{}", points, status, if step.reasons.is_empty() { String::new() } else { format!(" - {}", step.reasons.join("; ")) });
+        progress.step_done(&format!(
+            "step {} points: {}{}",
+            crate::format::thousands(points),
+            crate::format::status(status),
+            if step.reasons.is_empty() { String::new() } else { format!(" - {}", step.reasons.join("; ")) }
+        ));
         result.steps.push(step);
         result.max_passing_points = ceiling(result.steps.iter().map(|s| (s.points, s.status)));
         result.save(&path)?;

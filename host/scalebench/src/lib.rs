@@ -7,8 +7,16 @@
 //! - `catalog`: built-in plugins and resolving `--model`/`--target`/`--probes`.
 //! - `commands/*`: one module per subcommand.
 //! - `output`: writing readings as CSV or JSON lines.
+//! - `format`: numbers as people read them (table, reports, compare, progress).
+//! - `chart`: SVG charts (plotters); `report`: ladder reports; `compare`: runs side by side.
+//! - `progress`: live progress of `run`.
 
 pub mod catalog;
+pub mod chart;
+pub mod compare;
+pub mod format;
+pub mod progress;
+pub mod report;
 pub mod cli;
 pub mod commands;
 pub mod loadgen;
@@ -16,7 +24,6 @@ pub mod output;
 pub mod broker_sys;
 pub mod clock;
 pub mod error;
-pub mod format;
 pub mod guard;
 pub mod live_safety;
 pub mod budgets;
@@ -47,6 +54,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
         Command::Table { files } => commands::table::run(&files),
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
+        Command::Report(args) => commands::report::run(args),
+        Command::Compare(args) => commands::compare::run(args),
         Command::ReferenceHistorian { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
             std::process::exit(reference_historian::app::main_with_args(argv));

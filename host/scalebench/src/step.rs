@@ -37,6 +37,7 @@ use crate::results::*;
 use crate::services::StackServices;
 use crate::stack::{health_delta, ProcSample, StackDriver};
 use crate::transport::{AckCounts, Transport};
+use crate::progress::{Phase, Tick};
 use crate::verdict;
 
 /// What a step borrows from the run.
@@ -48,6 +49,8 @@ pub struct Env<'a> {
     pub sys: Option<&'a BrokerSys>,
     pub stop: &'a Arc<AtomicBool>,
     pub nproc: u32,
+    /// Where the phases and samples are shown (a bar, or plain lines).
+    pub progress: &'a crate::progress::Progress,
 }
 
 /// Drain: counts must hold still over this many reads, 1 s apart, before
@@ -63,8 +66,11 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     session.watch.reset();
 
     let transport = session.carrier.open().await?;
+    let new_points = points.saturating_sub(session.tags.len() as u64);
+    env.progress.phase(Phase::Topology, &format!("tags of {} new points", crate::format::thousands(new_points)));
     let topology = send_topology(&env, session, &*transport, points).await?;
     let mut offered = offer(&mut env, session, &*transport, points).await?;
+    env.progress.phase(Phase::Drain, "last acks, every canary stored, stored counts stable");
     let drained = drain(&env, session, transport, &offered).await;
     for service in offered.frozen.drain(..) {
         eprintln!("  fault: SIGCONT {service} (end of step)");
@@ -72,6 +78,7 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     }
     let drained = drained?;
     let health_after = env.stack.health_totals();
+    env.progress.phase(Phase::Count, "stored vs acked, second by second");
     let counted = count(&env, session, &offered, &drained).await?;
     let (mut step, ctx) = assemble(&env, session, points, topology, offered, drained, counted, started_utc, step_started).await;
     match (health_before, health_after) {
@@ -253,7 +260,11 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
     let probes_until = Arc::new(AtomicBool::new(false));
     let mut last_acked = 0u64;
+    let mut last_offered = 0u64;
     let mut last_t = Instant::now();
+    let load_s = (cfg.warmup + cfg.soak).as_secs_f64();
+    let mut phase = if cfg.warmup.is_zero() { Phase::Soak } else { Phase::WarmUp };
+    env.progress.phase(phase, &format!("{} of load", crate::format::seconds(if cfg.warmup.is_zero() { cfg.soak } else { cfg.warmup }.as_secs_f64())));
     let mut last_written: Option<(Instant, f64)> = None;
     let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
     // Faults to inject: (when, service, kind); frozen services to thaw.
@@ -266,11 +277,16 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
         if env.stop.load(Ordering::Relaxed) {
             step_stop.store(true, Ordering::Relaxed);
         }
+        env.progress.elapsed(load_started.elapsed().as_secs_f64());
         // Supervision: an exit is detected from the process and the service brought back.
         for event in env.stack.supervise().await {
-            eprintln!("  stack: {event}");
+            env.progress.println(&format!("  stack: {event}"));
         }
         inject_faults(env.stack, now, &mut faults, &mut thaw);
+        if phase == Phase::WarmUp && now >= warmup_end {
+            phase = Phase::Soak;
+            env.progress.phase(phase, &format!("{} of load, sampled every {}", crate::format::seconds(cfg.soak.as_secs_f64()), crate::format::seconds(cfg.sample_every.as_secs_f64())));
+        }
         if o.soak_proc_start.is_none() && now >= warmup_end {
             o.soak_proc_start = Some(env.stack.sample_processes());
             o.written_at_soak_start = rows_written(session).await.map(|(n, src)| {
@@ -280,6 +296,8 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
         }
         if probes_task.is_none() && now >= probe_at {
             if let Some(mut ps) = session.probe_set.take() {
+                phase = Phase::Probes;
+                env.progress.phase(phase, "read probes timed at mid-soak, under load");
                 let (svc, tags, b, params, runs, until) =
                     (env.services.clone(), session.tags.clone(), env.budgets.clone(), cfg.probe_params.clone(), cfg.probe_warm_runs, probes_until.clone());
                 probes_task = Some(tokio::task::spawn_blocking(move || {
@@ -297,6 +315,9 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
             let dt = now.duration_since(last_t).as_secs_f64().max(1e-3);
             let acked_rps = (acked - last_acked) as f64 / dt;
             last_acked = acked;
+            let offered_now = live.readings_offered.load(Ordering::Relaxed);
+            let offered_rps = offered_now.saturating_sub(last_offered) as f64 / dt;
+            last_offered = offered_now;
             last_t = now;
             let procs = env.stack.sample_processes();
             let mut cpu_percent = BTreeMap::new();
@@ -366,16 +387,20 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
                     step_stop.store(true, Ordering::Relaxed);
                 }
             }
-            eprintln!(
-                "  [{points} pts] {:>5.0} s  target {:>8.0}/s  acked {:>8.0}/s  stored {:>8}/s  lag {:>6}  behind {:.2} s{}",
-                elapsed,
+            if phase == Phase::Probes && probes_task.as_ref().is_some_and(|t| t.is_finished()) {
+                phase = Phase::Soak;
+            }
+            env.progress.sample(&Tick {
+                phase,
+                elapsed_s: elapsed,
+                load_s,
                 target_rps,
+                offered_rps,
                 acked_rps,
-                stored_rps.map(|s| format!("{s:.0}")).unwrap_or("-".into()),
-                lag_s.map(|l| format!("{l:.2} s")).unwrap_or("-".into()),
-                behind,
-                if now < warmup_end { "  (warm-up)" } else { "" }
-            );
+                stored_rps,
+                lag_s,
+                behind_s: behind,
+            });
             o.samples.push(Sample {
                 elapsed_s: elapsed,
                 acked_rps,

@@ -11,4 +11,5 @@ mod honesty;
 mod docker;
 mod probes;
 mod study;
+mod reports;
 mod user_text;

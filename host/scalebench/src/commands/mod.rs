@@ -6,5 +6,8 @@ pub mod gen_compression;
 pub mod plugins;
 pub mod run;
 pub mod table;
+pub mod report;
+pub mod report_bench;
+pub mod compare;
 pub mod bench;
 pub mod stack;

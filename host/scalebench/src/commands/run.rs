@@ -272,6 +272,11 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
         let result = result?;
         println!("{}", crate::commands::table::render(std::slice::from_ref(&result)));
+        if args.report {
+            let dir = cfg.results_dir.join(format!("{}-report", cfg.run_id));
+            let w = crate::report::write(std::slice::from_ref(&result), &dir)?;
+            eprintln!("report: {} and {}", w.html.display(), w.markdown.display());
+        }
         eprintln!("results: {}", crate::results::RunResult::path_in(&cfg.results_dir, &cfg.run_id).display());
         if stop.load(Ordering::Relaxed) {
             return Err(crate::cli::Interrupted.into());

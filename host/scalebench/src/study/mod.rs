@@ -4,10 +4,9 @@
 //!
 //! - [`nats`]: `scalebench study nats`, core NATS vs JetStream.
 //! - [`report`]: verdicts, charts and report.md from a study's rows.
-//! - [`svg`]: hand-written SVG bar charts.
+//! Charts are drawn by [`crate::chart`], the same code as the ladder reports.
 
 pub mod nats;
 pub mod report;
-pub mod svg;
 
 pub use nats::{run, run_study, StudyNatsArgs};

@@ -134,7 +134,7 @@ pub struct Plan {
 
 fn human(n: u64) -> String {
     if n >= 1_000_000 && n.is_multiple_of(100_000) {
-        crate::study::svg::format_value(n as f64)
+        crate::format::compact(n as f64)
     } else if n >= 1_000 && n.is_multiple_of(100) {
         let k = n as f64 / 1000.0;
         format!("{}k", if k.fract() == 0.0 { format!("{k:.0}") } else { format!("{k}") })

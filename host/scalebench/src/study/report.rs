@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::nats::{ChartFile, DelayRow, Hypothesis, StudyResult, ThroughputRow};
-use super::svg::{BarChart, Series};
+use crate::chart::{BarChart, Series};
 
 pub const SUPPORTED: &str = "supported";
 pub const NOT_SUPPORTED: &str = "not supported";
@@ -219,7 +219,7 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
     let mut charts = Vec::new();
     let mut put = |file: &str, chart: BarChart| -> anyhow::Result<()> {
         let path = charts_dir.join(file);
-        std::fs::write(&path, chart.render()).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, chart.render().text).with_context(|| format!("cannot write {}", path.display()))?;
         charts.push(ChartFile { file: format!("charts/{file}"), title: chart.title.clone() });
         Ok(())
     };
@@ -240,6 +240,7 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             ],
             log_scale: false,
             note: "Deliveries count every subscriber's copy (fan-out); do not compare them with JetStream unique writes.".into(),
+            markers: None,
         },
     )?;
     put(
@@ -252,6 +253,7 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             series: vec![Series { name: "acked unique writes/s".into(), values: js_rows.iter().map(|r| val(r, r.pub_msgs_per_s)).collect() }],
             log_scale: false,
             note: "Each message counted once, when its ack arrived. 'not run': skipped (see report.md).".into(),
+            markers: None,
         },
     )?;
     let both: Vec<&ThroughputRow> = core_rows.iter().chain(js_rows.iter()).copied().collect();
@@ -274,6 +276,7 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             ],
             log_scale: true,
             note: "Unique publishes only: no fan-out deliveries and no pub+sub aggregate in this chart.".into(),
+            markers: None,
         },
     )?;
     let delays: Vec<&DelayRow> = res.delay.iter().filter(|d| d.error.is_none() && d.received > 0).collect();
@@ -293,6 +296,7 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
                 .collect(),
             log_scale: true,
             note: "Ping: one message in flight. Flood: burst, then drain (queueing time, not a round trip).".into(),
+            markers: None,
         },
     )?;
     Ok(charts)

@@ -1,0 +1,404 @@
+//! Reports, compare and progress, end to end: reports of real short ladders
+//! (one passing, one losing data on purpose) opened in headless Chromium —
+//! every chart present and drawn, no console error, nothing fetched, a
+//! screenshot; insta snapshots of the table, report.md and compare output
+//! on fixed result files (tests/fixtures: real runs, kept); compare of real
+//! runs across targets and value models; the progress display off a
+//! terminal and on a pseudo-terminal.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use scalebench::report::figures::STEP_CHARTS;
+use scalebench::results::RunResult;
+
+use crate::common::*;
+use crate::ladder::{run_ladder, Run};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn load(name: &str) -> RunResult {
+    RunResult::load(&fixture(name)).unwrap()
+}
+
+fn result_file(run: &Run) -> PathBuf {
+    std::fs::read_dir(run.dir.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
+        .unwrap_or_else(|| panic!("no result file; stderr:\n{}", stderr(&run.out)))
+}
+
+// ---- headless Chromium --------------------------------------------------------
+
+fn chromium() -> PathBuf {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Ok(out) = Command::new("which").arg(name).output() {
+            if out.status.success() {
+                return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            }
+        }
+    }
+    panic!("headless Chromium is needed for the report tests\nhint: run scripts/setup.sh (it installs Debian's chromium)");
+}
+
+/// Chromium, headless, with a fresh profile; returns (stdout, stderr).
+fn headless(args: &[String]) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .output()
+        .expect("start chromium");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// What the browser saw of one chart.
+#[derive(Debug, serde::Deserialize)]
+struct SeenChart {
+    id: String,
+    svg: bool,
+    w: f64,
+    h: f64,
+    /// Data marks (lines, points, bars) with a non-empty box, as laid out.
+    drawn: u32,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Seen {
+    charts: Vec<SeenChart>,
+    /// Every resource the page fetched (must be none: self-contained).
+    resources: Vec<String>,
+    errors: Vec<String>,
+}
+
+/// Open `html` in Chromium with a checking script added to a copy, and read
+/// back what it measured in the laid-out page.
+fn inspect(html: &Path) -> Seen {
+    let text = std::fs::read_to_string(html).unwrap();
+    let probe = r#"<script>
+window.addEventListener('load', () => {
+  const out = {charts: [], resources: performance.getEntriesByType('resource').map(e => e.name), errors: window.__errors};
+  for (const f of document.querySelectorAll('figure[data-chart]')) {
+    const svg = f.querySelector('svg');
+    const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    let drawn = 0;
+    if (svg) for (const el of svg.querySelectorAll('g.data polyline, g.data circle, g.data rect, g.data path')) {
+      const b = el.getBBox();
+      if (b.width > 0 || b.height > 0) drawn++;
+    }
+    out.charts.push({id: f.dataset.chart, svg: !!svg, w: r.width, h: r.height, drawn});
+  }
+  const pre = document.createElement('pre'); pre.id = 'check'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"#;
+    let head = "<script>window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));</script>";
+    let checked = text.replacen("<head>", &format!("<head>{head}"), 1).replacen("</body>", &format!("{probe}</body>"), 1);
+    let copy = html.with_file_name("check.html");
+    std::fs::write(&copy, checked).unwrap();
+    let (dom, err) = headless(&["--virtual-time-budget=5000".into(), "--dump-dom".into(), format!("file://{}", copy.display())]);
+    let start = dom.find("<pre id=\"check\">").unwrap_or_else(|| panic!("the checking script did not run\nstdout:\n{dom}\nstderr:\n{err}")) + 16;
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let json = dom[start..end].replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// Console messages Chromium logged while loading `html` as it is.
+fn console_messages(html: &Path) -> Vec<String> {
+    let (_, err) = headless(&["--virtual-time-budget=3000".into(), "--dump-dom".into(), format!("file://{}", html.display())]);
+    err.lines().filter(|l| l.contains("CONSOLE")).map(str::to_string).collect()
+}
+
+/// Every chart a report of `r` must hold, by id.
+fn expected_charts(r: &RunResult) -> Vec<String> {
+    let mut ids = vec!["ladder".to_string()];
+    for n in 1..=r.steps.len() {
+        ids.extend(STEP_CHARTS.iter().map(|k| format!("step{n}-{k}")));
+    }
+    ids
+}
+
+/// Problems with a report as the browser showed it; empty when every
+/// expected chart is present and drawn.
+fn chart_problems(seen: &Seen, expected: &[String]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for id in expected {
+        match seen.charts.iter().find(|c| &c.id == id) {
+            None => problems.push(format!("{id}: missing")),
+            Some(c) if !c.svg => problems.push(format!("{id}: no chart drawn (placeholder)")),
+            Some(c) if c.w < 200.0 || c.h < 100.0 => problems.push(format!("{id}: laid out at {}x{}", c.w, c.h)),
+            Some(c) if c.drawn == 0 => problems.push(format!("{id}: empty (no data drawn)")),
+            Some(_) => {}
+        }
+    }
+    if !seen.resources.is_empty() {
+        problems.push(format!("fetched {:?}", seen.resources));
+    }
+    if !seen.errors.is_empty() {
+        problems.push(format!("script errors {:?}", seen.errors));
+    }
+    problems
+}
+
+/// The whole check of one report: charts, console, self-containment, screenshot.
+fn check_report_in_browser(dir: &Path, r: &RunResult) {
+    let html = dir.join("report.html");
+    let text = std::fs::read_to_string(&html).unwrap();
+    for banned in ["<script", "<link", "@import", "url(", "<img", "https://", "<iframe"] {
+        assert!(!text.contains(banned), "report.html is not self-contained: it has {banned}");
+    }
+    assert_eq!(text.matches("http://").count(), text.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(), "only the SVG namespace may name a URL");
+
+    let seen = inspect(&html);
+    let problems = chart_problems(&seen, &expected_charts(r));
+    assert!(problems.is_empty(), "{problems:#?}\nseen: {seen:#?}");
+    let console = console_messages(&html);
+    assert!(console.is_empty(), "console messages: {console:#?}");
+
+    let shot = dir.join("screenshot.png");
+    headless(&["--window-size=1280,2400".into(), format!("--screenshot={}", shot.display()), format!("file://{}", html.display())]);
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "screenshot of {} bytes", png.len());
+
+    // The markdown links every chart written, and each is a drawn SVG.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for id in expected_charts(r) {
+        let file = format!("charts/{}-{id}.svg", r.run_id);
+        assert!(md.contains(&format!("]({file})")), "report.md does not link {file}");
+        let svg = std::fs::read_to_string(dir.join(&file)).unwrap();
+        assert!(svg.contains("<g class=\"data\"") && !svg.contains("data-marks=\"0\""), "{file} is empty");
+    }
+}
+
+#[test]
+fn the_report_of_a_real_ladder_shows_every_chart_drawn_in_chromium() {
+    let run = run_ladder(&["--soak", "6s"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let file = result_file(&run);
+    let out = run.dir.path().join("report");
+    let o = scalebench(&["report", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), out.join("report.html").display().to_string());
+    let r = RunResult::load(&file).unwrap();
+    assert_eq!(r.steps[0].status, scalebench::results::Status::Pass);
+    check_report_in_browser(&out, &r);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Every step passed.") && md.contains("Highest passing step: 200 points."), "{md}");
+}
+
+#[test]
+fn the_report_of_a_step_losing_data_names_the_loss_and_the_progress_shows_every_phase() {
+    // --report writes the report at the end of the run.
+    let run = run_ladder(&["--soak", "6s", "--historian-drop-one-in", "50", "--report"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let file = result_file(&run);
+    let r = RunResult::load(&file).unwrap();
+    assert_eq!(r.steps[0].status, scalebench::results::Status::Fail);
+    let dir = run.dir.path().join("results").join(format!("{}-report", r.run_id));
+    check_report_in_browser(&dir, &r);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let missing = r.steps[0].ingest.missing_acked;
+    assert!(missing > 0);
+    assert!(md.contains("First step that did not pass: 200 points: fail — data loss"), "{md}");
+    assert!(md.contains(&format!("LOSS: {missing} acknowledged readings not stored")), "{md}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<tr class=\"fail\">") && html.contains("badge fail"), "the failing row and badge");
+
+    // Progress, off a terminal: plain lines, one per phase and per sample.
+    let e = stderr(&run.out);
+    for phase in ["topology", "warm-up", "soak", "probes", "drain", "count"] {
+        assert!(e.contains(&format!("[200 pts] phase: {phase} (")), "no {phase} phase line:\n{e}");
+    }
+    let samples: Vec<&str> = e.lines().filter(|l| l.contains("[200 pts]") && l.contains(" left  target 200/s")).collect();
+    assert!(samples.len() >= 3, "sample lines:\n{e}");
+    for want in ["offered ", "acked ", "stored ", "lag ", "behind "] {
+        assert!(samples.iter().all(|l| l.contains(want)), "{want} missing in {samples:#?}");
+    }
+    assert!(e.contains("step 200 points: fail - data loss"), "{e}");
+    assert!(!e.contains('\u{1b}'), "escape codes in a non-terminal log");
+}
+
+#[test]
+fn the_browser_check_fails_on_a_missing_or_empty_chart_and_on_a_console_error() {
+    // A report of fixed results, then spoiled three ways.
+    let r = load("baler-drop-one-in-50-ladder.json");
+    let dir = tempfile::tempdir().unwrap();
+    scalebench::report::write(std::slice::from_ref(&r), dir.path()).unwrap();
+    let html = dir.path().join("report.html");
+    let good = std::fs::read_to_string(&html).unwrap();
+    let seen = inspect(&html);
+    assert!(chart_problems(&seen, &expected_charts(&r)).is_empty(), "{seen:#?}");
+
+    // Empty the lag chart's data group and drop the CPU chart.
+    let lag = good.find("data-chart=\"step1-lag\"").unwrap();
+    let g = lag + good[lag..].find("<g class=\"data\"").unwrap();
+    let g_end = g + good[g..].find("</g>").unwrap();
+    let open_end = g + good[g..].find(">\n").unwrap() + 2;
+    let mut spoiled = format!("{}{}", &good[..open_end], &good[g_end..]);
+    let cpu = spoiled.find("<figure class=\"chart\" data-chart=\"step1-cpu\"").unwrap();
+    let cpu_end = cpu + spoiled[cpu..].find("</figure>").unwrap() + "</figure>".len();
+    spoiled.replace_range(cpu..cpu_end, "");
+    std::fs::write(&html, &spoiled).unwrap();
+    let problems = chart_problems(&inspect(&html), &expected_charts(&r));
+    assert!(problems.contains(&"step1-lag: empty (no data drawn)".to_string()), "{problems:?}");
+    assert!(problems.contains(&"step1-cpu: missing".to_string()), "{problems:?}");
+
+    // A console error is seen.
+    std::fs::write(&html, good.replacen("</body>", "<script>console.error('spoiled report')</script></body>", 1)).unwrap();
+    let console = console_messages(&html);
+    assert!(console.iter().any(|l| l.contains("spoiled report")), "{console:?}");
+}
+
+// ---- snapshots of fixed results -------------------------------------------------
+
+#[test]
+fn snapshots_of_the_table_report_md_and_compare_on_fixed_results() {
+    let pass = load("baler-plant-shaped-ladder.json");
+    let fail = load("baler-drop-one-in-50-ladder.json");
+    let nats = load("nats-jetstream-ladder.json");
+    let noise = load("baler-noise-ladder.json");
+    insta::assert_snapshot!("table", scalebench::report::table::render(&[pass.clone(), fail.clone()]));
+    let runs = [fail.clone()];
+    let report = scalebench::report::Report::build(&runs);
+    insta::assert_snapshot!("report_md_failing_step", scalebench::report::markdown::render(&report));
+    let by_target = [pass.clone(), nats];
+    let c = scalebench::compare::Comparison::new(&by_target, None, false).unwrap();
+    insta::assert_snapshot!("compare_baler_vs_nats_jetstream", c.markdown());
+    let by_model = [pass, noise];
+    let c = scalebench::compare::Comparison::new(&by_model, None, false).unwrap();
+    insta::assert_snapshot!("compare_plant_shaped_vs_noise", c.markdown());
+    // Rendering twice gives the same bytes (nothing of the render time leaks in).
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    scalebench::report::write(&runs, a.path()).unwrap();
+    scalebench::report::write(&runs, b.path()).unwrap();
+    for f in ["report.html", "report.md"] {
+        assert_eq!(std::fs::read(a.path().join(f)).unwrap(), std::fs::read(b.path().join(f)).unwrap(), "{f} differs between renders");
+    }
+}
+
+#[test]
+fn compare_refuses_different_hosts_unless_told_and_then_says_so() {
+    let a = fixture("baler-plant-shaped-ladder.json");
+    let mut other = load("baler-noise-ladder.json");
+    other.hardware.nproc = 8;
+    other.steps[0].durability.ingest_synchronous_commit = Some("off".into());
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir.path().join("other-ladder.json");
+    other.save(&b).unwrap();
+    let out = dir.path().join("cmp");
+    let o = scalebench(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("not comparable") && e.contains("2 CPUs, noise on 8") && e.contains("synchronous_commit was on for plant-shaped, off for noise"), "{e}");
+    assert!(e.contains("hint:") && e.contains("--allow-different-hosts") && !e.contains("NotComparable"), "{e}");
+    assert!(!out.exists(), "nothing written when refused");
+    let o = scalebench(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap(), "--allow-different-hosts"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("**Not like for like** (compared anyway"), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+// ---- compare of real runs ---------------------------------------------------------
+
+fn charts_drawn(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "svg"))
+        .map(|p| {
+            let svg = std::fs::read_to_string(&p).unwrap();
+            assert!(svg.contains("<g class=\"data\"") && !svg.contains("data-marks=\"0\""), "{} is empty", p.display());
+            p.file_name().unwrap().to_string_lossy().into_owned()
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn compare_of_real_runs_across_targets_and_value_models_prints_tables_and_writes_charts() {
+    let baler = run_ladder(&["--soak", "6s"]);
+    let nats = run_ladder(&["--soak", "6s", "--target", "nats-jetstream"]);
+    let noise = run_ladder(&["--soak", "6s", "--model", "noise"]);
+    for r in [&baler, &nats, &noise] {
+        assert!(r.out.status.success(), "{}", stderr(&r.out));
+    }
+    let (b, n, z) = (result_file(&baler), result_file(&nats), result_file(&noise));
+    let dir = tempfile::tempdir().unwrap();
+
+    let out = dir.path().join("targets");
+    let o = scalebench(&["compare", b.to_str().unwrap(), n.to_str().unwrap(), "--by", "target", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("## Comparison by target: baler vs nats-jetstream"), "{t}");
+    assert!(t.contains("| Points | baler | nats-jetstream | Δ nats-jetstream vs baler |"), "{t}");
+    assert!(t.contains("nats-jetstream: durability settings not read"), "{t}");
+    for table in ["### Stored readings/s", "### p95 lag", "### Probe latest-all: warm median", "### Stack memory", "### Storage size"] {
+        assert!(t.contains(table), "no {table} table: {t}");
+    }
+    let charts = charts_drawn(&out);
+    assert_eq!(charts, ["compare-lag.svg", "compare-memory.svg", "compare-probes.svg", "compare-stored.svg"], "{charts:?}");
+    assert!(std::fs::read_to_string(out.join("compare.md")).unwrap().contains("![compare-stored.svg](compare-stored.svg)"));
+
+    let out = dir.path().join("models");
+    let o = scalebench(&["compare", b.to_str().unwrap(), z.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("## Comparison by value model: plant-shaped vs noise") && t.contains("Same hardware:"), "{t}");
+    assert!(t.contains("| Points | plant-shaped | noise | Δ noise vs plant-shaped |"), "{t}");
+    assert_eq!(charts_drawn(&out).len(), 4);
+
+    // By run: the run ids name the columns.
+    let o = scalebench(&["compare", b.to_str().unwrap(), z.to_str().unwrap(), "--by", "run", "--out", dir.path().join("runs").to_str().unwrap()]);
+    let ids: Vec<String> = [&b, &z].iter().map(|f| RunResult::load(f).unwrap().run_id).collect();
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("## Comparison by run: {} vs {}", ids[0], ids[1])));
+}
+
+// ---- progress on a terminal ----------------------------------------------------------
+
+#[test]
+fn on_a_pseudo_terminal_progress_is_a_bar_redrawn_in_place() {
+    let _one = crate::ladder::ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let args = crate::ladder::ladder_args(dir.path(), &["--soak", "6s", "--probes", "none"]);
+    let cmd = std::iter::once(bin().display().to_string()).chain(args).map(|a| scalebench::report::table::shell_word(&a)).collect::<Vec<_>>().join(" ");
+    // util-linux script(1) runs the command on a new pseudo-terminal.
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &format!("{cmd} >/dev/null"), "/dev/null"])
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .env("TERM", "xterm")
+        .output()
+        .expect("script(1) from util-linux");
+    crate::ladder::assert_no_stack_processes(&dir.path().join("stack"));
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.contains("step 1/1 [200 pts]"), "the bar's prefix: {tty:?}");
+    assert!(tty.contains('\u{1b}') && tty.contains('\r'), "a bar redraws in place with escape codes: {tty:?}");
+    assert!(tty.contains("soak") && tty.contains("acked") && tty.contains("behind"), "{tty:?}");
+    assert!(!tty.contains("phase: soak ("), "plain lines on a terminal: {tty:?}");
+    assert!(tty.contains("step 200 points: pass"), "{tty:?}");
+}
+
+#[test]
+fn report_bench_prints_the_render_time_beside_its_baseline() {
+    let o = scalebench(&["report", "--bench"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("synthetic 7-step ladder, 15-minute soaks (64 samples a step"), "{t}");
+    assert!(t.contains("(baseline)") && t.contains("43 SVG charts") && t.contains("goal < 1 s:"), "{t}");
+}
