@@ -123,6 +123,11 @@ fn a_clean_ladder_passes_with_stored_equal_to_acked() {
     assert!(s["lag"]["p50_s"].as_f64().unwrap() < 2.0);
     assert_eq!(s["durability"]["comparable"], true);
     assert!(s["generator"]["offered_ratio"].as_f64().unwrap() >= 0.99);
+    // The write rate comes from the storage's own counter over the soak's
+    // wall clock, not from row timestamps.
+    assert!(s["ingest"]["stored_rps_source"].as_str().unwrap().contains("pg_stat_user_tables"), "{}", s["ingest"]);
+    let stored_rps = s["ingest"]["stored_rps"].as_f64().unwrap();
+    assert!((stored_rps - 200.0).abs() < 40.0, "stored_rps {stored_rps} at 200 readings/s");
     let probes = s["probes"].as_array().unwrap();
     assert!(probes.len() >= 3 && probes.iter().all(|p| p["ok"] == true), "{probes:?}");
     assert_eq!(r["max_passing_points"], 200);
