@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::cli::{PluginOptions, StackArgs, StackCommand, StackKind, UsageError};
 use crate::stack::docker::{self, DockerOptions, DockerStack};
-use crate::stack::start::{compose_file_for, free_port, parse_cap};
+use crate::stack::start::{compose_file_for, parse_cap, port_env};
 use crate::stack::StackDriver;
 
 fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions, String)> {
@@ -20,17 +20,7 @@ fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions
     let file = a.compose.clone().unwrap_or_else(|| compose_file_for(&plan, a.nodes));
     let stem = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
     let project = a.project.clone().unwrap_or_else(|| if stem == "nats-3" { "scale-nats3".into() } else { format!("scale-{stem}") });
-    let mut env = std::collections::BTreeMap::new();
-    let mqtt = free_port(a.base_port)?;
-    let pg = free_port(mqtt + 1)?;
-    env.insert("SCALE_MQTT_PORT".to_string(), mqtt.to_string());
-    env.insert("SCALE_PG_PORT".to_string(), pg.to_string());
-    let mut next = pg + 1;
-    for i in 0..3 {
-        let p = free_port(next)?;
-        env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
-        next = p + 1;
-    }
+    let env = port_env(a.base_port)?;
     let mut caps = std::collections::BTreeMap::new();
     for c in &a.cap {
         let (svc, cap) = parse_cap(c).map_err(UsageError)?;

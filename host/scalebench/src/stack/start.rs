@@ -48,6 +48,23 @@ pub fn free_port(from: u16) -> anyhow::Result<u16> {
         .ok_or_else(|| anyhow::anyhow!("no free port in {from}-29999\nhint: pass --base-port with another 2xxxx port"))
 }
 
+/// Free 2xxxx ports for a compose file's published ports, from `base`:
+/// SCALE_MQTT_PORT, SCALE_PG_PORT, SCALE_NATS_PORT_0..2.
+pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut env = BTreeMap::new();
+    let mqtt = free_port(base)?;
+    let pg = free_port(mqtt + 1)?;
+    env.insert("SCALE_MQTT_PORT".to_string(), mqtt.to_string());
+    env.insert("SCALE_PG_PORT".to_string(), pg.to_string());
+    let mut next = pg + 1;
+    for i in 0..3 {
+        let p = free_port(next)?;
+        env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
+        next = p + 1;
+    }
+    Ok(env)
+}
+
 /// `SERVICE=CPUS,MEMORY` → (service, (cpus, memory bytes)).
 pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String> {
     let (svc, rest) = s.split_once('=').ok_or_else(|| format!("--cap {s}: give SERVICE=CPUS,MEMORY, e.g. postgres=2,6g"))?;
@@ -85,17 +102,7 @@ fn historian_args(args: &RunArgs) -> String {
 /// The docker options of a run (or of `scalebench stack up`).
 pub fn docker_options(args: &RunArgs, plan: &Plan, project: Option<String>, run_dir: PathBuf) -> anyhow::Result<DockerOptions> {
     let file = args.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.nodes));
-    let mut env = BTreeMap::new();
-    let mqtt = free_port(args.base_port)?;
-    let pg = free_port(mqtt + 1)?;
-    env.insert("SCALE_MQTT_PORT".to_string(), mqtt.to_string());
-    env.insert("SCALE_PG_PORT".to_string(), pg.to_string());
-    let mut next = pg + 1;
-    for i in 0..3 {
-        let p = free_port(next)?;
-        env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
-        next = p + 1;
-    }
+    let mut env = port_env(args.base_port)?;
     env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(args));
     let mut caps = BTreeMap::new();
     for c in &args.cap {
