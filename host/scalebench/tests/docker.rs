@@ -29,13 +29,14 @@ fn images() {
     });
 }
 
-/// Containers, networks and volumes scalebench created that still exist.
-fn leftovers() -> Vec<String> {
+/// Containers, networks and volumes of compose project `project` that still exist.
+fn leftovers(project: &str) -> Vec<String> {
+    let label = format!("label=com.docker.compose.project={project}");
     let mut out = Vec::new();
     for args in [
-        vec!["ps", "-a", "--filter", "label=scale.created-by=scalebench", "--format", "{{.Names}}"],
-        vec!["network", "ls", "--filter", "label=scale.created-by=scalebench", "--format", "{{.Name}}"],
-        vec!["volume", "ls", "--filter", "label=scale.created-by=scalebench", "--format", "{{.Name}}"],
+        vec!["ps", "-a", "--filter", &label, "--format", "{{.Names}}"],
+        vec!["network", "ls", "--filter", &label, "--format", "{{.Name}}"],
+        vec!["volume", "ls", "--filter", &label, "--format", "{{.Name}}"],
     ] {
         let o = Command::new("docker").args(&args).output().expect("docker");
         out.extend(String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.is_empty()).map(str::to_string));
@@ -48,8 +49,15 @@ fn docker_ladder(extra: &[&str]) -> Run {
     let mut a = vec!["--stack", "docker"];
     a.extend_from_slice(extra);
     let run = run_ladder(&a);
-    let left = leftovers();
-    assert!(left.is_empty(), "the docker stack left these behind: {left:?}\n{}", stderr(&run.out));
+    // This run's own project (other tests may be starting theirs by now).
+    let e = stderr(&run.out);
+    let project = e
+        .lines()
+        .find_map(|l| l.strip_prefix("starting the docker stack ").and_then(|r| r.split_whitespace().next()))
+        .unwrap_or_else(|| panic!("no project named in the output:\n{e}"))
+        .to_string();
+    let left = leftovers(&project);
+    assert!(left.is_empty(), "the docker stack left these behind: {left:?}\n{e}");
     run
 }
 
@@ -163,7 +171,7 @@ fn stack_up_status_and_down_manage_a_stack_between_runs() {
     assert!(down.status.success(), "{}", stderr(&down));
     let text = String::from_utf8_lossy(&down.stdout).to_string();
     assert!(text.contains("volume scale_pgdata"), "{text}");
-    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    assert!(leftovers(&project).is_empty(), "{:?}", leftovers(&project));
 }
 
 // ---- the isolation guard, rule by rule (no engine needed) ---------------------------
