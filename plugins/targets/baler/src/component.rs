@@ -2,14 +2,19 @@
 
 use std::cell::RefCell;
 
-use scalebench_plugin_sdk::target_adapter::exports::scalebench::plugin::target_adapter::{
+use scalebench_plugin_sdk::target_adapter_history::exports::scalebench::plugin::target_adapter::{
     EncodedBatch, Guest, Message, MqttPlan, Plan, StoragePlan, TransportPlan,
 };
-use scalebench_plugin_sdk::target_adapter::scalebench::plugin::types::{
+use scalebench_plugin_sdk::target_adapter_history::scalebench::plugin::types::{
     LogLevel, PerSecond, PluginInfo, PluginKind, Readings, SqlValue, Stat, TagInfo, Window,
 };
-use scalebench_plugin_sdk::target_adapter::scalebench::plugin::{logging, sql_client};
+use scalebench_plugin_sdk::target_adapter_history::scalebench::plugin::{logging, sql_client};
 
+use scalebench_plugin_sdk::target_adapter_history::exports::scalebench::plugin::history_sink::{
+    Guest as HistoryGuest, HistoryPlan, SqlCopyPlan,
+};
+
+use crate::history;
 use crate::params::{self, Params};
 use crate::sql::{self, Db, Rows, Value};
 use crate::wire::{Encoded, Msg, Tag, Wire};
@@ -151,4 +156,22 @@ impl Guest for Baler {
     }
 }
 
-scalebench_plugin_sdk::export_target_adapter!(Baler);
+impl HistoryGuest for Baler {
+    fn describe() -> Result<HistoryPlan, String> {
+        let c = history::copy_plan(&params());
+        Ok(HistoryPlan::SqlCopy(SqlCopyPlan {
+            database: c.database,
+            table: c.table,
+            point_column: c.point_column,
+            ts_column: c.ts_column,
+            value_column: c.value_column,
+            key_columns: c.key_columns,
+        }))
+    }
+
+    fn point_keys(points: Vec<TagInfo>) -> Vec<String> {
+        points.into_iter().map(|t| history::point_key(&tag(t))).collect()
+    }
+}
+
+scalebench_plugin_sdk::export_target_adapter_with_history!(Baler);
