@@ -164,6 +164,27 @@ pub enum BenchCommand {
     /// scalebench's core NATS and JetStream publish rates beside a plain
     /// async-nats publisher, against one local nats-server.
     Nats(NatsBenchArgs),
+    /// Prefill rows/s into the local durable PostgreSQL, beside psql \copy
+    /// of the same rows from a file and a COPY written a row at a time.
+    Prefill(PrefillBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PrefillBenchArgs {
+    #[arg(long, default_value = "100k")]
+    pub points: String,
+    #[arg(long, default_value_t = 1.0)]
+    pub days: f64,
+    /// 15m makes 100k points x 1 day 9.6 M rows; 5s would make 1.7 billion (hours, and more disk than most hosts have free).
+    #[arg(long, default_value = "15m")]
+    pub interval: String,
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
+    /// Rows of the row-at-a-time arm (it is slow by design).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub row_at_a_time_rows: u64,
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
 }
 
 #[derive(Debug, Args)]

@@ -13,3 +13,4 @@ pub mod bench;
 pub mod stack;
 pub mod prefill;
 pub mod storage;
+pub mod bench_prefill;
