@@ -196,7 +196,7 @@ plant-shaped 1.69 B/reading (43.0x), uniform noise 8.57 B/reading (8.5x); noise 
 mod tests {
     use super::*;
 
-    fn readings(values: impl Fn(usize, usize) -> f64) -> Readings {
+    fn readings(mut values: impl FnMut(usize, usize) -> f64) -> Readings {
         let (n, k) = (20, 2000);
         let mut v = Vec::with_capacity(n * k);
         for p in 0..n {
