@@ -51,28 +51,10 @@ pub mod target_adapter {
     });
 }
 
-/// Bindings of world `target-adapter-history-plugin`: a target adapter that
-/// also exports `history-sink` (prefill). Implement both `Guest` traits of
-/// this module and call [`export_target_adapter_with_history!`].
-pub mod target_adapter_history {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "target-adapter-history-plugin",
-        pub_export_macro: true,
-        export_macro_name: "export_target_adapter_history_world",
-        default_bindings_module: "scalebench_plugin_sdk::target_adapter_history",
-    });
-}
-
-/// Export a type implementing both
-/// `target_adapter_history::exports::scalebench::plugin::target_adapter::Guest`
-/// and `...::history_sink::Guest` as the plugin.
-#[macro_export]
-macro_rules! export_target_adapter_with_history {
-    ($ty:ident) => {
-        $crate::target_adapter_history::export_target_adapter_history_world!($ty with_types_in $crate::target_adapter_history);
-    };
-}
+// A target adapter that also exports `history-sink` (world
+// `target-adapter-history-plugin`) generates its own bindings of that world
+// with `wit_bindgen::generate!` (see plugins/targets/baler/src/component.rs):
+// two exported-macro sets of the same interfaces cannot live in one crate.
 
 /// Export a type implementing
 /// `value_model::exports::scalebench::plugin::value_model::Guest` as the plugin.

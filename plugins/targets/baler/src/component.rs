@@ -1,16 +1,24 @@
 //! Component glue: WIT types in, pure modules, WIT types out.
 
+/// World `target-adapter-history-plugin`: target-adapter plus history-sink.
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../../wit",
+        world: "target-adapter-history-plugin",
+    });
+}
+
 use std::cell::RefCell;
 
-use scalebench_plugin_sdk::target_adapter_history::exports::scalebench::plugin::target_adapter::{
+use bindings::exports::scalebench::plugin::target_adapter::{
     EncodedBatch, Guest, Message, MqttPlan, Plan, StoragePlan, TransportPlan,
 };
-use scalebench_plugin_sdk::target_adapter_history::scalebench::plugin::types::{
+use bindings::scalebench::plugin::types::{
     LogLevel, PerSecond, PluginInfo, PluginKind, Readings, SqlValue, Stat, TagInfo, Window,
 };
-use scalebench_plugin_sdk::target_adapter_history::scalebench::plugin::{logging, sql_client};
+use bindings::scalebench::plugin::{logging, sql_client};
 
-use scalebench_plugin_sdk::target_adapter_history::exports::scalebench::plugin::history_sink::{
+use bindings::exports::scalebench::plugin::history_sink::{
     Guest as HistoryGuest, HistoryPlan, SqlCopyPlan,
 };
 
@@ -79,7 +87,7 @@ impl Guest for Baler {
         PluginInfo {
             name: "baler".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            abi: scalebench_plugin_sdk::ABI_VERSION.into(),
+            abi: "0.1.0".into(),
             kind: PluginKind::TargetAdapter,
             summary: "Baler wire contract: MQTT QoS 1 retained {point,value,ts} readings, stored rows counted in Postgres point_history".into(),
             params_schema: params::SCHEMA.into(),
@@ -174,4 +182,4 @@ impl HistoryGuest for Baler {
     }
 }
 
-scalebench_plugin_sdk::export_target_adapter_with_history!(Baler);
+bindings::export!(Baler with_types_in bindings);
