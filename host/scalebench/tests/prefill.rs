@@ -98,7 +98,7 @@ fn union_intervals(windows: &[(i64, i64)]) -> u64 {
 /// ladder's hour-1000 probe reads the prefilled rows.
 #[test]
 fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
-    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (run_dir, results) = (dir.path().join("stack"), dir.path().join("results"));
     let port = free_base_port();
@@ -207,6 +207,8 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
         }
     }
 
+    // run_ladder takes the one-stack lock itself.
+    drop(one);
     // 6. A ladder on the prefilled stack, prefilling a short history of its own
     //    first (already stored: met and left alone), then probing under load.
     let run = run_ladder(&[
