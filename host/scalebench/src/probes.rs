@@ -151,6 +151,7 @@ pub fn run_probes_until(
                 name: probe.name.clone(),
                 description: probe.description.clone(),
                 ok: false,
+                rows,
                 error: Some(format!("{NOT_UNDER_LOAD} ({} of {} runs done under load)", times.len().saturating_sub(1), warm_runs + 1)),
                 ..Default::default()
             });

@@ -212,7 +212,8 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     // 6. A ladder on the prefilled stack, prefilling a short history of its own
     //    first (already stored: met and left alone), then probing under load.
     let run = run_ladder(&[
-        "--steps", "1k", "--interval", "5s", "--soak", "10s",
+        // Probes over hours of history take seconds each: a soak long enough for 6 runs of each.
+        "--steps", "1k", "--interval", "5s", "--soak", "90s",
         "--run-dir", run_dir.to_str().unwrap(), "--base-port", &port.to_string(), "--prefill-days", "0.01",
     ]);
     let r = run.result();
