@@ -136,6 +136,11 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
             crate::guard::check_pg(&pg, &args.live_host)?;
             prefill_with(opts, &spec, &pg, stop.clone())?
         }
+        StackKind::Docker => {
+            return Err(usage(
+                "prefill into a Docker stack is done by the run that owns it\nhint: use `scalebench run --stack docker --prefill-days D`, or `--stack external --pg-url` for a stack that stays up".into(),
+            ))
+        }
         StackKind::Local => {
             let run_dir: PathBuf = args.run_dir.clone().ok_or_else(|| {
                 usage(
