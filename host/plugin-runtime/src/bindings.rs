@@ -34,5 +34,16 @@ pub mod model {
     });
 }
 
+/// The optional `history-sink` export of a target adapter (prefill).
+pub mod history {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "history-sink-exports",
+        with: {
+            "scalebench:plugin/types": crate::bindings::adapter::scalebench::plugin::types,
+        },
+    });
+}
+
 /// The records shared by every world (`scalebench:plugin/types`).
 pub use adapter::scalebench::plugin::types;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use crate::bindings::{adapter, model, probe};
+use crate::bindings::{adapter, history, model, probe};
 use crate::host::{HostServices, StoreState};
 use crate::runtime::{classify, Limits, Plugin, Runtime};
 use crate::types::{PluginInfo, PluginKind, Readings, Stat, TagInfo, Window, PerSecond};
@@ -17,6 +17,11 @@ use crate::PluginError;
 /// Records of the target-adapter interface (plan, message, encoded batch ...).
 pub mod adapter_types {
     pub use crate::bindings::adapter::exports::scalebench::plugin::target_adapter::*;
+}
+
+/// Records of the optional history-sink interface (prefill plans).
+pub mod history_types {
+    pub use crate::bindings::history::exports::scalebench::plugin::history_sink::*;
 }
 
 /// Records of the probe-set interface (probe, probe request and response).
@@ -172,8 +177,21 @@ impl ProbeSet {
 
 /// A loaded target adapter.
 pub struct TargetAdapter {
-    g: Guarded<adapter::TargetAdapterPlugin>,
+    g: Guarded<AdapterBindings>,
     pub info: PluginInfo,
+}
+
+struct AdapterBindings {
+    main: adapter::TargetAdapterPlugin,
+    /// The optional `history-sink` export (added within 0.1; older adapters lack it).
+    history: Option<history::HistorySinkExports>,
+}
+
+/// Does the component export `history-sink` of a 0.1 contract?
+fn history_export(plugin: &Plugin) -> Option<&str> {
+    plugin.exports.iter().map(String::as_str).find(|e| {
+        e.strip_prefix("scalebench:plugin/history-sink@").is_some_and(|v| v.starts_with("0.1."))
+    })
 }
 
 impl TargetAdapter {
@@ -181,12 +199,25 @@ impl TargetAdapter {
         expect_world(plugin, World::TargetAdapter)?;
         let mut store = rt.new_store(plugin, services);
         store.set_epoch_deadline(rt.ticks());
-        let bindings = match adapter::TargetAdapterPlugin::instantiate(&mut store, &plugin.component, &rt.linker_host) {
+        let instance = match rt.linker_host.instantiate(&mut store, &plugin.component) {
+            Ok(i) => i,
+            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+        };
+        let main = match adapter::TargetAdapterPlugin::new(&mut store, &instance) {
             Ok(b) => b,
             Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
         };
+        // Present means it must bind: a history-sink of the wrong shape is an error, not "absent".
+        let history = match history_export(plugin) {
+            None => None,
+            Some(_) => match history::HistorySinkExports::new(&mut store, &instance) {
+                Ok(h) => Some(h),
+                Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            },
+        };
+        let bindings = AdapterBindings { main, history };
         let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
-        let info = g.call("info", |b, s| b.scalebench_plugin_target_adapter().call_info(s))?;
+        let info = g.call("info", |b, s| b.main.scalebench_plugin_target_adapter().call_info(s))?;
         check_info(plugin, &info, PluginKind::TargetAdapter)?;
         Ok(TargetAdapter { g, info })
     }
@@ -196,43 +227,65 @@ impl TargetAdapter {
     }
 
     pub fn configure(&mut self, params_json: &str) -> Result<adapter_types::Plan, PluginError> {
-        let r = self.g.call("configure", |b, s| b.scalebench_plugin_target_adapter().call_configure(s, params_json))?;
+        let r = self.g.call("configure", |b, s| b.main.scalebench_plugin_target_adapter().call_configure(s, params_json))?;
         self.g.returned("configure", r)
     }
 
     pub fn addresses(&mut self, points: &[TagInfo]) -> Result<Vec<String>, PluginError> {
-        self.g.call("addresses", |b, s| b.scalebench_plugin_target_adapter().call_addresses(s, points))
+        self.g.call("addresses", |b, s| b.main.scalebench_plugin_target_adapter().call_addresses(s, points))
     }
 
     pub fn topology(&mut self, points: &[TagInfo]) -> Result<Vec<adapter_types::Message>, PluginError> {
-        self.g.call("topology", |b, s| b.scalebench_plugin_target_adapter().call_topology(s, points))
+        self.g.call("topology", |b, s| b.main.scalebench_plugin_target_adapter().call_topology(s, points))
     }
 
     pub fn encode(&mut self, batch: &Readings) -> Result<adapter_types::EncodedBatch, PluginError> {
-        self.g.call("encode", |b, s| b.scalebench_plugin_target_adapter().call_encode(s, batch))
+        self.g.call("encode", |b, s| b.main.scalebench_plugin_target_adapter().call_encode(s, batch))
     }
 
     pub fn canary(&mut self, seq: u64, ts_ms: i64) -> Result<adapter_types::Message, PluginError> {
-        self.g.call("canary", |b, s| b.scalebench_plugin_target_adapter().call_canary(s, seq, ts_ms))
+        self.g.call("canary", |b, s| b.main.scalebench_plugin_target_adapter().call_canary(s, seq, ts_ms))
     }
 
     pub fn preflight(&mut self) -> Result<(), PluginError> {
-        let r = self.g.call("preflight", |b, s| b.scalebench_plugin_target_adapter().call_preflight(s))?;
+        let r = self.g.call("preflight", |b, s| b.main.scalebench_plugin_target_adapter().call_preflight(s))?;
         self.g.returned("preflight", r)
     }
 
     pub fn stored(&mut self, window: Window) -> Result<Vec<PerSecond>, PluginError> {
-        let r = self.g.call("stored", |b, s| b.scalebench_plugin_target_adapter().call_stored(s, window))?;
+        let r = self.g.call("stored", |b, s| b.main.scalebench_plugin_target_adapter().call_stored(s, window))?;
         self.g.returned("stored", r)
     }
 
     pub fn canaries_stored(&mut self, from_seq: u64) -> Result<Vec<u64>, PluginError> {
-        let r = self.g.call("canaries-stored", |b, s| b.scalebench_plugin_target_adapter().call_canaries_stored(s, from_seq))?;
+        let r = self.g.call("canaries-stored", |b, s| b.main.scalebench_plugin_target_adapter().call_canaries_stored(s, from_seq))?;
         self.g.returned("canaries-stored", r)
     }
 
     pub fn stats(&mut self) -> Result<Vec<Stat>, PluginError> {
-        let r = self.g.call("stats", |b, s| b.scalebench_plugin_target_adapter().call_stats(s))?;
+        let r = self.g.call("stats", |b, s| b.main.scalebench_plugin_target_adapter().call_stats(s))?;
         self.g.returned("stats", r)
+    }
+
+    /// Can this adapter write history (does it export `history-sink`)?
+    pub fn has_history(&self) -> bool {
+        self.g.bindings.history.is_some()
+    }
+
+    /// How the target takes history; Ok(None) when the adapter cannot prefill.
+    pub fn history_plan(&mut self) -> Result<Option<history_types::HistoryPlan>, PluginError> {
+        if !self.has_history() {
+            return Ok(None);
+        }
+        let r = self.g.call("describe", |b, s| b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_describe(s))?;
+        self.g.returned("describe", r).map(Some)
+    }
+
+    /// Stored keys of these points (empty when the adapter cannot prefill).
+    pub fn point_keys(&mut self, points: &[TagInfo]) -> Result<Vec<String>, PluginError> {
+        if !self.has_history() {
+            return Ok(Vec::new());
+        }
+        self.g.call("point-keys", |b, s| b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_point_keys(s, points))
     }
 }

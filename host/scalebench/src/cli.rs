@@ -51,6 +51,12 @@ pub enum Command {
         #[command(subcommand)]
         what: StackCommand,
     },
+    /// Write days of history for every point straight into the SUT's storage
+    /// (binary COPY for SQL targets), resumable and idempotent.
+    Prefill(PrefillArgs),
+    /// Bytes per reading in real stores (PostgreSQL, Parquet, tsink), for
+    /// each model on the same points and samples.
+    Storage(StorageArgs),
     /// Print the results table of one or more ladder result files.
     Table {
         /// results/<run-id>-ladder.json files.
@@ -158,6 +164,27 @@ pub enum BenchCommand {
     /// scalebench's core NATS and JetStream publish rates beside a plain
     /// async-nats publisher, against one local nats-server.
     Nats(NatsBenchArgs),
+    /// Prefill rows/s into the local durable PostgreSQL, beside psql \copy
+    /// of the same rows from a file and a COPY written a row at a time.
+    Prefill(PrefillBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PrefillBenchArgs {
+    #[arg(long, default_value = "100k")]
+    pub points: String,
+    #[arg(long, default_value_t = 1.0)]
+    pub days: f64,
+    /// 15m makes 100k points x 1 day 9.6 M rows; 5s would make 1.7 billion (hours, and more disk than most hosts have free).
+    #[arg(long, default_value = "15m")]
+    pub interval: String,
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
+    /// Rows of the row-at-a-time arm (it is slow by design).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub row_at_a_time_rows: u64,
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
 }
 
 #[derive(Debug, Args)]
@@ -193,6 +220,78 @@ pub struct GeneratorBenchArgs {
     pub model: String,
     #[arg(long, default_value = "baler")]
     pub target: String,
+}
+
+#[derive(Debug, Args)]
+pub struct PrefillArgs {
+    /// Target adapter: a built-in name or a path to a .wasm (it must export history-sink).
+    #[arg(long, default_value = "baler")]
+    pub target: String,
+    #[arg(long, default_value = "{}")]
+    pub target_params: String,
+    /// Value model: a built-in name or a path to a .wasm.
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
+    #[arg(long, default_value = "{}")]
+    pub model_params: String,
+    /// Points with history, e.g. 1k, 100k.
+    #[arg(long)]
+    pub points: String,
+    /// Days of history, ending at the start of the current interval (fractions allowed: 0.125 = 3 h).
+    #[arg(long)]
+    pub days: f64,
+    /// One reading per point per interval, as in `run`.
+    #[arg(long, default_value = "5s")]
+    pub interval: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value_t = StackKind::Local)]
+    pub stack: StackKind,
+    /// Local stack: its directory (required: the history lives there; pass the same --run-dir to `run`).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// First port of the local stack (mqtt; postgres is the next).
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
+    /// External stack: PostgreSQL connection string of the SUT's database.
+    #[arg(long)]
+    pub pg_url: Option<String>,
+    /// This host is a live install and you mean to write into it.
+    #[arg(long, value_name = "HOST")]
+    pub live_host: Vec<String>,
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StorageArgs {
+    /// Value models to compare, comma-separated (the first is the baseline of the ratios' denominator: noise/plant).
+    #[arg(long, default_value = "plant-shaped,noise")]
+    pub models: String,
+    /// Points, e.g. 1k.
+    #[arg(long, default_value = "1k")]
+    pub points: String,
+    /// Hours of readings per point.
+    #[arg(long, default_value_t = 24.0)]
+    pub hours: f64,
+    /// One reading per point per interval.
+    #[arg(long, default_value = "5s")]
+    pub interval: String,
+    /// Also measure this target's own storage (a fresh local stack per model), e.g. baler; `none` to skip.
+    #[arg(long, default_value = "baler")]
+    pub target: String,
+    #[arg(long, default_value = "{}")]
+    pub target_params: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// First port of the local stacks.
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
+    /// Where the stores' files are written while measured (default: a new temp dir, removed afterwards).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -345,6 +444,10 @@ pub struct RunArgs {
     /// second (under a memory cap it is OOM-killed, which must fail the step).
     #[arg(long, value_name = "MB")]
     pub historian_leak_mb_per_s: Option<u64>,
+    /// Days of history for every point of the largest step, written into
+    /// the SUT's storage before step 1 (see `scalebench prefill`).
+    #[arg(long, value_name = "DAYS")]
+    pub prefill_days: Option<f64>,
     /// Local NATS stack: nodes (3 makes replicas = 3 real).
     #[arg(long, default_value_t = 1)]
     pub nodes: u32,
@@ -405,9 +508,9 @@ pub struct GenArgs {
     /// WebAssembly and natively, then + JSON. Writes no readings.
     #[arg(long)]
     pub bench: bool,
-    /// Print compressed bytes per reading (Gorilla XOR values,
-    /// delta-of-delta timestamps) for this model beside noise on the same
-    /// points: what a storage estimate from noise gets wrong.
+    /// Quick estimate: compressed bytes per reading (Gorilla XOR values,
+    /// delta-of-delta timestamps, counted, not stored) for this model beside
+    /// noise on the same points. `scalebench storage` measures real stores.
     #[arg(long, conflicts_with = "bench")]
     pub compression: bool,
 }

@@ -86,6 +86,8 @@ pub struct LadderConfig {
     pub repo_dir: PathBuf,
     pub faults: Vec<Fault>,
     pub live: live_safety::Config,
+    /// History written before step 1 (`run --prefill-days`), for the result.
+    pub prefill: Option<crate::prefill::Report>,
 }
 
 /// Everything that lives across steps.
@@ -206,6 +208,7 @@ pub async fn run(
         steps: Vec::new(),
         max_passing_points: None,
         ended_because: "running".into(),
+        prefill: cfg.prefill.clone(),
     };
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 

@@ -29,6 +29,8 @@ pub mod live_safety;
 pub mod budgets;
 pub mod canary;
 pub mod compression;
+pub mod prefill;
+pub mod storage_cost;
 pub mod hardware;
 pub mod ladder;
 pub mod step;
@@ -52,6 +54,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Generator(args) } => commands::bench::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
         Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
+        Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
+        Command::Prefill(args) => commands::prefill::run(&cli.plugin, args),
+        Command::Storage(args) => commands::storage::run(&cli.plugin, args),
         Command::Table { files } => commands::table::run(&files),
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
         Command::Report(args) => commands::report::run(args),
@@ -72,7 +77,7 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
         Some(error::Error::Budgets { .. } | error::Error::LivePort { .. } | error::Error::LiveName { .. })
     ) {
         2
-    } else if err.downcast_ref::<cli::Interrupted>().is_some() {
+    } else if err.downcast_ref::<cli::Interrupted>().is_some() || err.downcast_ref::<commands::prefill::PrefillInterrupted>().is_some() {
         130
     } else {
         1

@@ -109,6 +109,7 @@ pub fn run_probes_until(
         let mut rejected = 0usize;
         let mut checked = 0usize;
         let mut cut = false;
+        let mut rows: Option<u64> = None;
         for i in 0..=warm_runs {
             if load_over.load(std::sync::atomic::Ordering::Relaxed) {
                 cut = true;
@@ -123,6 +124,9 @@ pub fn run_probes_until(
             };
             times.push(secs);
             checked += 1;
+            if let ProbeResponse::Sql(r) = &resp {
+                rows = Some(r.rows.len() as u64);
+            }
             let verdict = match probe_set.check(&probe.name, &resp) {
                 Ok(v) => v,
                 Err(e) => Err(format!("the probe set's check could not judge it: {e}")),
@@ -147,6 +151,7 @@ pub fn run_probes_until(
                 name: probe.name.clone(),
                 description: probe.description.clone(),
                 ok: false,
+                rows,
                 error: Some(format!("{NOT_UNDER_LOAD} ({} of {} runs done under load)", times.len().saturating_sub(1), warm_runs + 1)),
                 ..Default::default()
             });
@@ -183,6 +188,7 @@ pub fn run_probes_until(
             budget_s: budget.map(|b| b.budget_s),
             budget_source: budget.map(|b| b.source.clone()),
             ok: problems.is_empty(),
+            rows,
             error: if problems.is_empty() { None } else { Some(problems.join("; ")) },
             note,
         });

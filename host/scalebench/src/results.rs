@@ -39,6 +39,9 @@ pub struct RunResult {
     pub max_passing_points: Option<u64>,
     /// Why the run ended: "completed", "step failed", "interrupted", or an error.
     pub ended_because: String,
+    /// History written into the SUT before step 1 (`--prefill-days`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<crate::prefill::Report>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -258,6 +261,9 @@ pub struct ProbeResult {
     /// Where the budget comes from ("provisional" when it has no source yet).
     pub budget_source: Option<String>,
     pub ok: bool,
+    /// Rows the last run of a SQL probe returned (what the read really read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
     /// Why it failed: over budget, error, or the plugin's check said so.
     pub error: Option<String>,
     /// Something to know that is not a failure, e.g. "no budget in budgets.json".

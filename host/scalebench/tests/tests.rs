@@ -13,3 +13,4 @@ mod probes;
 mod study;
 mod reports;
 mod user_text;
+mod prefill;

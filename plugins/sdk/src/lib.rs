@@ -51,6 +51,11 @@ pub mod target_adapter {
     });
 }
 
+// A target adapter that also exports `history-sink` (world
+// `target-adapter-history-plugin`) generates its own bindings of that world
+// with `wit_bindgen::generate!` (see plugins/targets/baler/src/component.rs):
+// two exported-macro sets of the same interfaces cannot live in one crate.
+
 /// Export a type implementing
 /// `value_model::exports::scalebench::plugin::value_model::Guest` as the plugin.
 #[macro_export]

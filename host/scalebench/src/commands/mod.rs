@@ -11,3 +11,6 @@ pub mod report_bench;
 pub mod compare;
 pub mod bench;
 pub mod stack;
+pub mod prefill;
+pub mod storage;
+pub mod bench_prefill;

@@ -76,6 +76,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                         budget_s: Some(0.5),
                         budget_source: Some("provisional".into()),
                         ok: true,
+                        rows: None,
                         error: None,
                         note: None,
                     }
@@ -149,6 +150,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
         max_passing_points: steps.iter().rev().find(|s| s.status == Status::Pass).map(|s| s.points),
         steps,
         ended_because: "step failed".into(),
+        prefill: None,
     }
 }
 

@@ -201,7 +201,13 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             latency_factor: args.live_latency_factor,
             load_factor: args.live_load_factor,
         },
+        prefill: None,
     };
+    if let Some(d) = args.prefill_days {
+        if !(d > 0.0 && d <= 3660.0) {
+            return Err(usage(format!("--prefill-days {d}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)")));
+        }
+    }
     let plugin_rt = crate::catalog::runtime(opts)?;
     // Fail on bad plugins before starting any process.
     for spec in [&cfg.model, &cfg.target].into_iter().chain(cfg.probes.as_ref()) {
@@ -258,7 +264,34 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).map(|e| (e.name.clone(), e.address.clone())).collect(),
             endpoints.iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name.clone(), e.address.clone())).collect(),
         )?);
-        let result = ladder::run(&cfg, &plugin_rt, &mut *stack, services, &budgets, stop.clone()).await;
+        let mut cfg = cfg;
+        // History before step 1, into the stack's PostgreSQL (the one database service it has, or the one named "postgres").
+        let pg: Vec<_> = endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).collect();
+        let pg_conn = if pg.len() == 1 { Some(pg[0].address.clone()) } else { pg.iter().find(|e| e.name == "postgres").map(|e| e.address.clone()) };
+        let prefilled = match (args.prefill_days, pg_conn) {
+            (None, _) => Ok(None),
+            (Some(_), None) => Err(usage("--prefill-days needs a target with SQL storage (such as baler); this target's stack has no PostgreSQL".into())),
+            (Some(days), Some(conn)) => {
+                let points = cfg.steps.iter().copied().max().unwrap_or(1) as u32;
+                let spec = crate::commands::prefill::spec(&cfg.model, &cfg.model_params, &cfg.target, &cfg.target_params, points, days, cfg.interval.as_millis() as u64, cfg.seed);
+                let stop = stop.clone();
+                tokio::task::block_in_place(|| crate::commands::prefill::prefill_with(opts, &spec, &conn, stop)).map(Some)
+            }
+        };
+        let result = match prefilled {
+            Ok(p) => {
+                cfg.prefill = p;
+                if stop.load(Ordering::Relaxed) {
+                    Err(anyhow::Error::from(crate::commands::prefill::PrefillInterrupted {
+                        written: cfg.prefill.as_ref().map(|r| r.rows_before + r.rows_added + r.rows_already_stored).unwrap_or(0),
+                        total: cfg.prefill.as_ref().map(|r| r.rows_total).unwrap_or(0),
+                    }))
+                } else {
+                    ladder::run(&cfg, &plugin_rt, &mut *stack, services, &budgets, stop.clone()).await
+                }
+            }
+            Err(e) => Err(e),
+        };
         stack.stop();
         // A run dir we made ourselves goes away after a clean run; after an
         // error it stays, for its logs.

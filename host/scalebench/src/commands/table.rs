@@ -70,6 +70,7 @@ mod tests {
             budget_s: Some(budget),
             budget_source: Some("provisional".into()),
             ok,
+            rows: None,
             error: (!ok).then(|| "over budget".into()),
             note: None,
         }
@@ -125,6 +126,7 @@ mod tests {
             commits: Default::default(),
             plugins: Default::default(),
             caps: Default::default(),
+            prefill: None,
             steps: vec![
                 step(1000, Status::Pass, 200.0, vec![probe("latest-all", 0.31, 1.0, true), probe("day-1", 0.05, 0.5, true)], vec![]),
                 step(

@@ -1,15 +1,28 @@
 //! Component glue: WIT types in, pure modules, WIT types out.
 
+/// World `target-adapter-history-plugin`: target-adapter plus history-sink.
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../../wit",
+        world: "target-adapter-history-plugin",
+    });
+}
+
 use std::cell::RefCell;
 
-use scalebench_plugin_sdk::target_adapter::exports::scalebench::plugin::target_adapter::{
+use bindings::exports::scalebench::plugin::target_adapter::{
     EncodedBatch, Guest, Message, MqttPlan, Plan, StoragePlan, TransportPlan,
 };
-use scalebench_plugin_sdk::target_adapter::scalebench::plugin::types::{
+use bindings::scalebench::plugin::types::{
     LogLevel, PerSecond, PluginInfo, PluginKind, Readings, SqlValue, Stat, TagInfo, Window,
 };
-use scalebench_plugin_sdk::target_adapter::scalebench::plugin::{logging, sql_client};
+use bindings::scalebench::plugin::{logging, sql_client};
 
+use bindings::exports::scalebench::plugin::history_sink::{
+    Guest as HistoryGuest, HistoryPlan, SqlCopyPlan,
+};
+
+use crate::history;
 use crate::params::{self, Params};
 use crate::sql::{self, Db, Rows, Value};
 use crate::wire::{Encoded, Msg, Tag, Wire};
@@ -74,7 +87,7 @@ impl Guest for Baler {
         PluginInfo {
             name: "baler".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            abi: scalebench_plugin_sdk::ABI_VERSION.into(),
+            abi: "0.1.0".into(),
             kind: PluginKind::TargetAdapter,
             summary: "Baler wire contract: MQTT QoS 1 retained {point,value,ts} readings, stored rows counted in Postgres point_history".into(),
             params_schema: params::SCHEMA.into(),
@@ -151,4 +164,22 @@ impl Guest for Baler {
     }
 }
 
-scalebench_plugin_sdk::export_target_adapter!(Baler);
+impl HistoryGuest for Baler {
+    fn describe() -> Result<HistoryPlan, String> {
+        let c = history::copy_plan(&params());
+        Ok(HistoryPlan::SqlCopy(SqlCopyPlan {
+            database: c.database,
+            table: c.table,
+            point_column: c.point_column,
+            ts_column: c.ts_column,
+            value_column: c.value_column,
+            key_columns: c.key_columns,
+        }))
+    }
+
+    fn point_keys(points: Vec<TagInfo>) -> Vec<String> {
+        points.into_iter().map(|t| history::point_key(&tag(t))).collect()
+    }
+}
+
+bindings::export!(Baler with_types_in bindings);

@@ -251,7 +251,8 @@ pub const SETTINGS_STATEMENT: &str =
 
 pub fn stats_statement() -> String {
     "SELECT pg_total_relation_size(to_regclass($1::text))::bigint, pg_database_size(current_database())::bigint, \
-     (SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass($1::text))"
+     (SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass($1::text)), \
+     pg_table_size(to_regclass($1::text))::bigint, pg_indexes_size(to_regclass($1::text))::bigint"
         .into()
 }
 
@@ -270,6 +271,11 @@ pub fn stats(p: &Params, db: &dyn Db) -> Result<Vec<Stat>, String> {
     let num = |i: usize| -> Result<Option<f64>, String> { Ok(cell(&z, 0, i, "sizes")?.as_f64()) };
     out.push(Stat { name: "db.table_bytes".into(), number: num(0)?, text: None });
     out.push(Stat { name: "db.database_bytes".into(), number: num(1)?, text: None });
+    // Heap (with TOAST) and indexes apart: what the rows cost and what their keys cost.
+    if z.rows.first().is_some_and(|r| r.len() >= 5) {
+        out.push(Stat { name: "db.heap_bytes".into(), number: num(3)?, text: None });
+        out.push(Stat { name: "db.index_bytes".into(), number: num(4)?, text: None });
+    }
     // reltuples is -1 for a table never vacuumed or analyzed (PostgreSQL 14+).
     let est = num(2)?.filter(|n| *n >= 0.0);
     out.push(Stat {

@@ -1,0 +1,179 @@
+//! `scalebench prefill`: days of history for every point, written into the
+//! SUT's storage through the target's history-sink (see `prefill`). Also
+//! used by `run --prefill-days` before step 1.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use local_stack::{LocalStack, StackOptions};
+
+use crate::cli::{PluginOptions, PrefillArgs, StackKind, UsageError};
+use crate::prefill::{self, Progress, Report, Spec};
+
+fn usage(e: String) -> anyhow::Error {
+    UsageError(e).into()
+}
+
+/// Ctrl-C stopped a prefill between chunks (exit status 130).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted: {written} of {total} rows of this prefill are written; run the same command again to resume where it stopped")]
+pub struct PrefillInterrupted {
+    pub written: u64,
+    pub total: u64,
+}
+
+static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    if SIGINT_SEEN.swap(true, Ordering::SeqCst) {
+        // Second Ctrl-C: quit now. The chunk in flight is one transaction,
+        // so PostgreSQL rolls it back and the marker stays exact.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Install a Ctrl-C handler that only raises a flag; returns the flag.
+fn stop_on_sigint() -> Arc<AtomicBool> {
+    // SAFETY: the handler only touches an atomic and calls _exit, both async-signal-safe.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    std::thread::spawn(move || loop {
+        if SIGINT_SEEN.load(Ordering::SeqCst) {
+            eprintln!("\ninterrupted: finishing the chunk in flight (Ctrl-C again to quit at once)");
+            s.store(true, Ordering::SeqCst);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    });
+    stop
+}
+
+/// The spec from the command line's words.
+pub fn spec(model: &str, model_params: &str, target: &str, target_params: &str, points: u32, days: f64, interval_ms: u64, seed: u64) -> Spec {
+    Spec {
+        points,
+        days,
+        interval_ms,
+        seed,
+        end_ms: None,
+        model_name: model.to_string(),
+        model_params: model_params.to_string(),
+        target_name: target.to_string(),
+        target_params: target_params.to_string(),
+    }
+}
+
+/// Load the model and adapter, then prefill into `conn` with a progress bar.
+pub fn prefill_with(opts: &PluginOptions, spec: &Spec, conn: &str, stop: Arc<AtomicBool>) -> anyhow::Result<Report> {
+    let rt = crate::catalog::runtime(opts)?;
+    let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &spec.model_name)?)?;
+    model.configure(&spec.model_params).map_err(super::gen::user_error)?;
+    let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, &spec.target_name)?, Arc::new(plugin_runtime::NoServices))?;
+    adapter.configure(&spec.target_params).map_err(super::gen::user_error)?;
+    let progress = Arc::new(Progress::default());
+    let bar_stop = Arc::new(AtomicBool::new(false));
+    let bar: std::cell::RefCell<Option<std::thread::JoinHandle<()>>> = Default::default();
+    let on_start = |r: &Report| {
+        let left = r.rows_total.saturating_sub(r.rows_before);
+        if r.rows_before > 0 || r.resumed {
+            eprintln!("prefill: resuming {}: {} of {} rows were written by an earlier run", r.destination, r.rows_before, r.rows_total);
+        }
+        if left == 0 || r.rows_before >= r.rows_total {
+            eprintln!("prefill: this history is already complete in {} ({} rows): nothing to add", r.destination, r.rows_total);
+        } else {
+            eprintln!(
+                "prefill: {} points x {} intervals of {} s ({} .. {}) into {}",
+                r.points, r.intervals_total, r.interval_s, r.start_utc, r.end_utc, r.destination
+            );
+        }
+        *bar.borrow_mut() = Some(prefill::progress_bar(r.rows_total, r.rows_before, progress.clone(), bar_stop.clone()));
+    };
+    let result = prefill::run(spec, &mut model, &mut adapter, conn, stop, progress.clone(), &on_start);
+    bar_stop.store(true, Ordering::Relaxed);
+    if let Some(b) = bar.borrow_mut().take() {
+        let _ = b.join();
+    }
+    let r = result?;
+    eprintln!(
+        "prefill: {} rows added in {:.1} s ({:.0} rows/s){}{}; {} of {} rows of this history are stored",
+        r.rows_added,
+        r.duration_s,
+        r.rows_per_s,
+        if r.rows_already_stored > 0 { format!(", {} readings were already stored and left alone", r.rows_already_stored) } else { String::new() },
+        if r.interrupted { ", interrupted" } else { "" },
+        r.rows_before + r.rows_added + r.rows_already_stored,
+        r.rows_total
+    );
+    Ok(r)
+}
+
+/// Start the local stack (mosquitto, PostgreSQL, historian) in `run_dir`.
+pub async fn start_local(run_dir: &std::path::Path, base_port: u16) -> anyhow::Result<LocalStack> {
+    let mut so = StackOptions::new(run_dir).with_base_port(base_port);
+    so.historian.bin = Some(std::env::current_exe()?);
+    so.historian.leading_args = vec!["reference-historian".into()];
+    eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
+    LocalStack::start(so).await.context("cannot start the local stack")
+}
+
+pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
+    let points = super::run::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))?;
+    let interval = super::run::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?;
+    if interval.as_millis() == 0 {
+        return Err(usage("--interval must be above zero".into()));
+    }
+    if !(args.days > 0.0 && args.days <= 3660.0) {
+        return Err(usage(format!("--days {}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)", args.days)));
+    }
+    let spec = spec(&args.model, &args.model_params, &args.target, &args.target_params, points as u32, args.days, interval.as_millis() as u64, args.seed);
+    let stop = stop_on_sigint();
+    let report = match args.stack {
+        StackKind::External => {
+            let pg = args.pg_url.clone().ok_or_else(|| usage("--stack external needs --pg-url (a PostgreSQL connection string of the SUT's database)".into()))?;
+            crate::guard::check_pg(&pg, &args.live_host)?;
+            prefill_with(opts, &spec, &pg, stop.clone())?
+        }
+        StackKind::Docker => {
+            return Err(usage(
+                "prefill into a Docker stack is done by the run that owns it\nhint: use `scalebench run --stack docker --prefill-days D`, or `--stack external --pg-url` for a stack that stays up".into(),
+            ))
+        }
+        StackKind::Local => {
+            let run_dir: PathBuf = args.run_dir.clone().ok_or_else(|| {
+                usage(
+                    "a local stack keeps its history in its run dir, which is removed after a run unless you name it\n\
+                     hint: give --run-dir DIR here and the same --run-dir to `scalebench run`, or use `scalebench run --prefill-days D`"
+                        .into(),
+                )
+            })?;
+            let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let stack = tokio_rt.block_on(start_local(&run_dir, args.base_port))?;
+            let conn = stack.postgres_conn();
+            let r = prefill_with(opts, &spec, &conn, stop.clone());
+            eprintln!("stopping the local stack (its data stays in {})", run_dir.display());
+            stack.stop();
+            r?
+        }
+    };
+    std::fs::create_dir_all(&args.results_dir).with_context(|| format!("cannot create {}", args.results_dir.display()))?;
+    let path = args.results_dir.join(format!("{}-prefill.json", crate::results::run_id_now()));
+    let json = serde_json::json!({ "schema_version": 1, "command_line": std::env::args().collect::<Vec<_>>(), "prefill": report });
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    println!(
+        "prefill {}: {} rows added, {:.0} rows/s, {} of {} rows stored{}",
+        report.destination,
+        report.rows_added,
+        report.rows_per_s,
+        report.rows_before + report.rows_added + report.rows_already_stored,
+        report.rows_total,
+        if report.complete { " (complete)" } else { "" }
+    );
+    eprintln!("results: {}", path.display());
+    if report.interrupted {
+        return Err(PrefillInterrupted { written: report.rows_before + report.rows_added + report.rows_already_stored, total: report.rows_total }.into());
+    }
+    Ok(())
+}

@@ -1,0 +1,585 @@
+//! Prefill: days of history for every point, written straight into the
+//! SUT's storage before step 1, so read probes run against a table of
+//! realistic size. Not the live path: no broker, no ingester.
+//!
+//! The target adapter describes where history goes (`history-sink`: for SQL
+//! targets the table, its columns and its key); the host writes, over a
+//! connection of its own, as binary COPY in chunks of whole intervals. Each
+//! chunk is one transaction that also advances a progress marker (table
+//! `scalebench_prefill`, which scalebench creates), so:
+//! - a rerun of the same job adds nothing twice (the marker says it is done);
+//! - Ctrl-C finishes the chunk in flight, and a rerun resumes after the last
+//!   committed chunk: the row count is exact, never a chunk twice or half;
+//! - readings already stored under the table's key (live readings, another
+//!   job's history) are left alone: a chunk that meets one is written again
+//!   through a staging table with `ON CONFLICT DO NOTHING`.
+//!
+//! Values are the model's pure function of (seed, point, sample), with the
+//! live generator's mapping: interval start `t` is sample `t / period`, point
+//! `p` of `n` is stamped `t + p * interval / n`. History and live readings
+//! of the same run join without a seam.
+//!
+//! Haystack targets (`his-write` plans) are a seam: the host refuses them by
+//! name until a Haystack target exists to test against.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use plugin_runtime::history_types::{HistoryPlan, SqlCopyPlan};
+use plugin_runtime::{TargetAdapter, ValueModel};
+use serde::{Deserialize, Serialize};
+
+/// Rows per transaction: large enough that commits cost nothing, small
+/// enough that Ctrl-C waits well under a second for the chunk in flight.
+pub const CHUNK_ROWS: u64 = 200_000;
+/// Bytes handed to the COPY stream per write (writing a row at a time is the
+/// slow way: each write costs the same fixed overhead).
+const WRITE_BYTES: usize = 256 * 1024;
+/// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
+const PG_EPOCH_US: i64 = 946_684_800_000_000;
+/// The progress marker's table, in the target's database.
+pub const MARKER_TABLE: &str = "scalebench_prefill";
+
+/// What to prefill.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub points: u32,
+    pub days: f64,
+    pub interval_ms: u64,
+    pub seed: u64,
+    /// Exclusive end of the history (ms since the epoch); `None`: the start
+    /// of the current interval. A job already in the marker keeps its own.
+    pub end_ms: Option<i64>,
+    /// Names recorded in the report and the job key.
+    pub model_name: String,
+    pub model_params: String,
+    pub target_name: String,
+    pub target_params: String,
+}
+
+/// What a prefill did; goes into the result JSON (`prefill`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Report {
+    pub target: String,
+    pub model: String,
+    /// Where the rows went (`database service / table`).
+    pub destination: String,
+    pub points: u64,
+    pub interval_s: f64,
+    pub days: f64,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub start_utc: String,
+    pub end_utc: String,
+    /// Intervals (samples per point) in the job's window.
+    pub intervals_total: u64,
+    /// points × intervals_total.
+    pub rows_total: u64,
+    /// Rows this job had written before this run (a resumed job).
+    pub rows_before: u64,
+    /// Rows this run wrote.
+    pub rows_added: u64,
+    /// Readings this run found already stored under the table's key, left alone.
+    pub rows_already_stored: u64,
+    pub complete: bool,
+    pub interrupted: bool,
+    /// This run continued a job an earlier run had started.
+    pub resumed: bool,
+    pub chunks: u64,
+    pub duration_s: f64,
+    /// rows_added / duration_s.
+    pub rows_per_s: f64,
+}
+
+/// Plain-words failure with a hint.
+#[derive(Debug, thiserror::Error)]
+#[error("prefill: {problem}\nhint: {hint}")]
+pub struct PrefillError {
+    pub problem: String,
+    pub hint: String,
+}
+
+fn err(problem: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
+    PrefillError { problem: problem.into(), hint: hint.into() }.into()
+}
+
+/// The copy plan of an adapter, or why it cannot prefill.
+pub fn copy_plan(adapter: &mut TargetAdapter) -> anyhow::Result<SqlCopyPlan> {
+    match adapter.history_plan().map_err(crate::commands::gen::user_error)? {
+        Some(HistoryPlan::SqlCopy(p)) => Ok(p),
+        Some(HistoryPlan::HisWrite(_)) => Err(err(
+            format!("target {} takes history through Haystack hisWrite, which this version of scalebench cannot write yet", adapter.name()),
+            "prefill a SQL target (such as baler), or run without --prefill-days",
+        )),
+        None => Err(err(
+            format!("target {} does not describe how to write history (it has no history-sink export)", adapter.name()),
+            "use a target adapter that exports history-sink (baler does), or run without --prefill-days",
+        )),
+    }
+}
+
+/// `"a"."b"` from `a.b`: the adapter's table name, quoted part by part.
+pub fn quote_name(name: &str) -> String {
+    name.split('.').map(|p| format!("\"{}\"", p.replace('"', "\"\""))).collect::<Vec<_>>().join(".")
+}
+
+fn ms_to_utc(ms: i64) -> String {
+    crate::results::format_utc(ms)
+}
+
+/// One chunk: intervals [first, first+count) of every point, as COPY bytes.
+struct Chunk {
+    first: u64,
+    count: u64,
+    rows: u64,
+    bytes: Vec<u8>,
+}
+
+/// Binary COPY of (text, timestamptz, float8) rows.
+pub mod binary {
+    use super::PG_EPOCH_US;
+
+    pub const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
+    pub const TRAILER: &[u8] = &[0xff, 0xff];
+
+    /// The constant head of a point's rows: field count and the key text.
+    pub fn row_head(key: &str) -> Vec<u8> {
+        let mut v = Vec::with_capacity(6 + key.len());
+        v.extend_from_slice(&3i16.to_be_bytes());
+        v.extend_from_slice(&(key.len() as i32).to_be_bytes());
+        v.extend_from_slice(key.as_bytes());
+        v
+    }
+
+    pub fn push_row(out: &mut Vec<u8>, head: &[u8], ts_ms: i64, value: f64) {
+        out.extend_from_slice(head);
+        out.extend_from_slice(&8i32.to_be_bytes());
+        out.extend_from_slice(&(ts_ms * 1000 - PG_EPOCH_US).to_be_bytes());
+        out.extend_from_slice(&8i32.to_be_bytes());
+        out.extend_from_slice(&value.to_bits().to_be_bytes());
+    }
+}
+
+/// The window of a job: (start_ms, end_ms, intervals).
+pub fn window(spec: &Spec, now_ms: i64) -> (i64, i64, u64) {
+    let iv = spec.interval_ms as i64;
+    let end = spec.end_ms.unwrap_or(now_ms).div_euclid(iv) * iv;
+    let intervals = ((spec.days * 86_400_000.0) / spec.interval_ms as f64).round().max(1.0) as u64;
+    (end - intervals as i64 * iv, end, intervals)
+}
+
+/// Generates chunks of COPY rows from the model, in interval order.
+pub struct RowSource<'a> {
+    model: &'a mut ValueModel,
+    seed: u64,
+    heads: Vec<Vec<u8>>,
+    interval_ms: u64,
+    period_ms: u64,
+    start_ms: i64,
+}
+
+impl<'a> RowSource<'a> {
+    pub fn new(model: &'a mut ValueModel, adapter: &mut TargetAdapter, spec: &Spec, start_ms: i64) -> anyhow::Result<Self> {
+        let period_ms = model.sample_period_ms()?.max(1);
+        let mut heads = Vec::with_capacity(spec.points as usize);
+        let mut first = 0u32;
+        while first < spec.points {
+            let count = (spec.points - first).min(10_000);
+            let tags = model.tags(spec.seed, first, count)?;
+            let keys = adapter.point_keys(&tags)?;
+            if keys.len() != tags.len() {
+                return Err(err(
+                    format!("target {} gave {} point keys for {} points", adapter.name(), keys.len(), tags.len()),
+                    "the adapter's point-keys must return one key per point; report this to the adapter's author",
+                ));
+            }
+            heads.extend(keys.iter().map(|k| binary::row_head(k)));
+            first += count;
+        }
+        Ok(RowSource { model, seed: spec.seed, heads, interval_ms: spec.interval_ms, period_ms, start_ms })
+    }
+
+    pub fn points(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Append the rows of interval `k` (0-based from the window's start) to `out`.
+    pub fn interval_rows(&mut self, k: u64, out: &mut Vec<u8>) -> anyhow::Result<u64> {
+        let n = self.heads.len() as u64;
+        let t = self.start_ms + (k * self.interval_ms) as i64;
+        let sample = t as u64 / self.period_ms;
+        let mut first = 0u64;
+        while first < n {
+            let count = (n - first).min(50_000);
+            let values = self.model.sample(self.seed, first as u32, count as u32, sample)?;
+            for (i, v) in values.iter().enumerate() {
+                let p = first + i as u64;
+                let ts = t + ((p * self.interval_ms) / n) as i64;
+                binary::push_row(out, &self.heads[p as usize], ts, *v);
+            }
+            first += count;
+        }
+        Ok(n)
+    }
+}
+
+/// Progress shared with the caller's bar.
+#[derive(Default)]
+pub struct Progress {
+    pub rows_done: AtomicU64,
+}
+
+struct Job {
+    id: String,
+    start_ms: i64,
+    end_ms: i64,
+    intervals_total: u64,
+    intervals_done: u64,
+    rows_before: u64,
+    resumed: bool,
+}
+
+fn pg_err(what: &str, e: postgres::Error) -> anyhow::Error {
+    let detail = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string());
+    err(
+        format!("{what}: {detail}"),
+        "check the stack's PostgreSQL is up and the table exists (the historian creates point_history when it starts)",
+    )
+}
+
+/// Check the table's columns have the types binary COPY will send.
+fn check_columns(client: &mut postgres::Client, plan: &SqlCopyPlan) -> anyhow::Result<()> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+             WHERE a.attrelid = to_regclass($1::text) AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&plan.table],
+        )
+        .map_err(|e| pg_err("reading the table's columns", e))?;
+    if rows.is_empty() {
+        return Err(err(
+            format!("table `{}` does not exist in database service `{}`", plan.table, plan.database),
+            "start the SUT's ingester once so it creates its table, then prefill",
+        ));
+    }
+    let have: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    for (col, ty) in [(&plan.point_column, "text"), (&plan.ts_column, "timestamp with time zone"), (&plan.value_column, "double precision")] {
+        match have.iter().find(|(n, _)| n == col) {
+            None => return Err(err(format!("table `{}` has no column `{col}`", plan.table), "check the adapter's params (table name)")),
+            Some((_, t)) if t != ty => {
+                return Err(err(
+                    format!("column `{col}` of `{}` is {t}; prefill writes {ty}", plan.table),
+                    "prefill writes (text, timestamptz, double precision) rows; use a table of that shape",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn open_job(client: &mut postgres::Client, key: &str, spec: &Spec, dest: &str) -> anyhow::Result<Job> {
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (id text PRIMARY KEY, destination text NOT NULL, \
+             start_ms bigint NOT NULL, end_ms bigint NOT NULL, intervals_total bigint NOT NULL, \
+             intervals_done bigint NOT NULL DEFAULT 0, rows_written bigint NOT NULL DEFAULT 0, \
+             started_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz)"
+        ))
+        .map_err(|e| pg_err("creating the progress marker table", e))?;
+    if let Some(r) = client
+        .query_opt(&format!("SELECT start_ms, end_ms, intervals_total, intervals_done, rows_written FROM {MARKER_TABLE} WHERE id = $1"), &[&key])
+        .map_err(|e| pg_err("reading the progress marker", e))?
+    {
+        let (s, e, t, d, w): (i64, i64, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        return Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t as u64, intervals_done: d as u64, rows_before: w as u64, resumed: d > 0 });
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+    let (s, e, t) = window(spec, now);
+    client
+        .execute(
+            &format!("INSERT INTO {MARKER_TABLE} (id, destination, start_ms, end_ms, intervals_total) VALUES ($1, $2, $3, $4, $5)"),
+            &[&key, &dest, &s, &e, &(t as i64)],
+        )
+        .map_err(|e| pg_err("writing the progress marker", e))?;
+    Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t, intervals_done: 0, rows_before: 0, resumed: false })
+}
+
+/// The job's key: everything that decides which rows it writes, except the window.
+pub fn job_key(spec: &Spec, plan: &SqlCopyPlan) -> String {
+    format!(
+        "{}/{} model={} params={} seed={} points={} interval_ms={} days={}",
+        plan.database, plan.table, spec.model_name, spec.model_params.trim(), spec.seed, spec.points, spec.interval_ms, spec.days
+    )
+}
+
+struct Writer {
+    client: postgres::Client,
+    copy_direct: String,
+    copy_stage: String,
+    insert_from_stage: String,
+    marker_update: String,
+    stage_made: bool,
+    /// A chunk met stored readings: write the rest through the staging table.
+    staged: bool,
+}
+
+impl Writer {
+    fn new(client: postgres::Client, plan: &SqlCopyPlan) -> Writer {
+        let t = quote_name(&plan.table);
+        let (p, ts, v) = (quote_name(&plan.point_column), quote_name(&plan.ts_column), quote_name(&plan.value_column));
+        let keys: Vec<String> = plan.key_columns.iter().map(|k| quote_name(k)).collect();
+        let conflict = if keys.is_empty() { "ON CONFLICT DO NOTHING".to_string() } else { format!("ON CONFLICT ({}) DO NOTHING", keys.join(", ")) };
+        Writer {
+            client,
+            copy_direct: format!("COPY {t} ({p}, {ts}, {v}) FROM STDIN (FORMAT binary)"),
+            copy_stage: "COPY scalebench_prefill_stage (point, ts, value) FROM STDIN (FORMAT binary)".into(),
+            insert_from_stage: format!("INSERT INTO {t} ({p}, {ts}, {v}) SELECT point, ts, value FROM scalebench_prefill_stage {conflict}"),
+            marker_update: format!("UPDATE {MARKER_TABLE} SET intervals_done = $2, rows_written = rows_written + $3, \
+                 finished_at = CASE WHEN $2 >= intervals_total THEN now() END WHERE id = $1"),
+            stage_made: false,
+            staged: false,
+        }
+    }
+
+    fn stream(tx: &mut postgres::Transaction<'_>, statement: &str, bytes: &[u8]) -> Result<u64, postgres::Error> {
+        let mut w = tx.copy_in(statement)?;
+        let mut io = || -> std::io::Result<()> {
+            w.write_all(binary::HEADER)?;
+            for piece in bytes.chunks(WRITE_BYTES) {
+                w.write_all(piece)?;
+            }
+            w.write_all(binary::TRAILER)
+        };
+        if let Err(e) = io() {
+            // The server's error (e.g. a key already stored) surfaces at finish.
+            drop(e);
+        }
+        w.finish()
+    }
+
+    /// Write one chunk and advance the marker, in one transaction.
+    /// Returns (rows added, rows already stored).
+    fn write(&mut self, job: &str, chunk: &Chunk, done_after: u64) -> anyhow::Result<(u64, u64)> {
+        if !self.staged {
+            let mut tx = self.client.transaction().map_err(|e| pg_err("starting a transaction", e))?;
+            match Self::stream(&mut tx, &self.copy_direct, &chunk.bytes) {
+                Ok(n) => {
+                    tx.execute(&self.marker_update, &[&job, &(done_after as i64), &(n as i64)]).map_err(|e| pg_err("advancing the progress marker", e))?;
+                    tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
+                    return Ok((n, 0));
+                }
+                Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                    drop(tx);
+                    self.staged = true;
+                }
+                Err(e) => return Err(pg_err("writing a chunk with COPY", e)),
+            }
+        }
+        let mut tx = self.client.transaction().map_err(|e| pg_err("starting a transaction", e))?;
+        if !self.stage_made {
+            tx.batch_execute(
+                "CREATE TEMP TABLE IF NOT EXISTS scalebench_prefill_stage (point text, ts timestamptz, value float8) ON COMMIT DELETE ROWS",
+            )
+            .map_err(|e| pg_err("creating the staging table", e))?;
+        }
+        let n = Self::stream(&mut tx, &self.copy_stage, &chunk.bytes).map_err(|e| pg_err("writing a chunk to the staging table", e))?;
+        let added = tx.execute(&self.insert_from_stage, &[]).map_err(|e| pg_err("moving a chunk from the staging table", e))?;
+        tx.execute(&self.marker_update, &[&job, &(done_after as i64), &(added as i64)]).map_err(|e| pg_err("advancing the progress marker", e))?;
+        tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
+        self.stage_made = true;
+        Ok((added, n - added))
+    }
+}
+
+/// Connect the host's own write connection.
+pub fn connect(conn: &str) -> anyhow::Result<postgres::Client> {
+    postgres::Client::connect(conn, postgres::NoTls).map_err(|e| pg_err("connecting to the target's PostgreSQL", e))
+}
+
+/// Run one prefill job to completion or until `stop`. `conn` is the
+/// connection string of the plan's database service. Blocking: call from a
+/// plain thread or `block_in_place`.
+pub fn run(
+    spec: &Spec,
+    model: &mut ValueModel,
+    adapter: &mut TargetAdapter,
+    conn: &str,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+    on_start: &dyn Fn(&Report),
+) -> anyhow::Result<Report> {
+    let plan = copy_plan(adapter)?;
+    let dest = format!("{} / {}", plan.database, plan.table);
+    let key = job_key(spec, &plan);
+    let conn = conn.to_string();
+
+    // Every PostgreSQL call happens on the writer thread (the sync client
+    // must not run inside the caller's async runtime).
+    let (job_tx, job_rx) = sync_channel::<anyhow::Result<Job>>(1);
+    let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(2);
+    let writer_plan = plan.clone();
+    let writer_spec = spec.clone();
+    let writer_progress = progress.clone();
+    let writer = std::thread::Builder::new().name("prefill-writer".into()).spawn(move || -> anyhow::Result<(u64, u64, u64, u64)> {
+        let setup = (|| {
+            let mut client = connect(&conn)?;
+            check_columns(&mut client, &writer_plan)?;
+            let job = open_job(&mut client, &key, &writer_spec, &dest)?;
+            Ok((client, job))
+        })();
+        let (client, job) = match setup {
+            Ok(x) => x,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                let _ = job_tx.send(Err(e));
+                return Err(anyhow::anyhow!(msg));
+            }
+        };
+        let id = job.id.clone();
+        let job_done_before = job.intervals_done;
+        let _ = job_tx.send(Ok(job));
+        write_chunks(Writer::new(client, &writer_plan), &id, job_done_before, chunk_rx, &writer_progress)
+    })?;
+
+    let job = match job_rx.recv() {
+        Ok(Ok(j)) => j,
+        Ok(Err(e)) => {
+            let _ = writer.join();
+            return Err(e);
+        }
+        Err(_) => return Err(writer.join().map_err(|_| anyhow::anyhow!("the prefill writer stopped unexpectedly"))?.err().unwrap_or_else(|| anyhow::anyhow!("the prefill writer stopped unexpectedly"))),
+    };
+    let mut report = Report {
+        target: spec.target_name.clone(),
+        model: spec.model_name.clone(),
+        destination: format!("{} / {}", plan.database, plan.table),
+        points: spec.points as u64,
+        interval_s: spec.interval_ms as f64 / 1000.0,
+        days: spec.days,
+        start_ms: job.start_ms,
+        end_ms: job.end_ms,
+        start_utc: ms_to_utc(job.start_ms),
+        end_utc: ms_to_utc(job.end_ms),
+        intervals_total: job.intervals_total,
+        rows_total: job.intervals_total * spec.points as u64,
+        rows_before: job.rows_before,
+        resumed: job.resumed,
+        ..Default::default()
+    };
+    on_start(&report);
+
+    let t0 = Instant::now();
+    let mut produce = || -> anyhow::Result<()> {
+        let mut src = RowSource::new(model, adapter, spec, job.start_ms)?;
+        let n = src.points() as u64;
+        let per_chunk = (CHUNK_ROWS / n.max(1)).max(1);
+        let mut k = job.intervals_done;
+        while k < job.intervals_total {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let count = per_chunk.min(job.intervals_total - k);
+            let mut bytes = Vec::with_capacity((count * n * 50) as usize);
+            let mut rows = 0;
+            for i in k..k + count {
+                rows += src.interval_rows(i, &mut bytes)?;
+            }
+            if chunk_tx.send(Chunk { first: k, count, rows, bytes }).is_err() {
+                break; // the writer stopped; its error is reported below
+            }
+            k += count;
+        }
+        Ok(())
+    };
+    let produced = produce();
+    drop(chunk_tx);
+    let written = writer.join().map_err(|_| anyhow::anyhow!("the prefill writer stopped unexpectedly"))?;
+    let (added, existing, chunks, intervals_done) = written?;
+    produced?;
+    report.duration_s = t0.elapsed().as_secs_f64();
+    report.rows_added = added;
+    report.rows_already_stored = existing;
+    report.chunks = chunks;
+    report.rows_per_s = if report.duration_s > 0.0 { (added + existing) as f64 / report.duration_s } else { 0.0 };
+    report.complete = intervals_done >= job.intervals_total;
+    report.interrupted = stop.load(Ordering::Relaxed) && !report.complete;
+    Ok(report)
+}
+
+/// (rows added, rows already stored, chunks, intervals done after the last chunk)
+fn write_chunks(mut w: Writer, job: &str, done_before: u64, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<(u64, u64, u64, u64)> {
+    let (mut added, mut existing, mut chunks, mut done) = (0, 0, 0, done_before);
+    for chunk in rx {
+        done = chunk.first + chunk.count;
+        let (a, e) = w.write(job, &chunk, chunk.first + chunk.count)?;
+        debug_assert_eq!(a + e, chunk.rows);
+        added += a;
+        existing += e;
+        chunks += 1;
+        progress.rows_done.fetch_add(chunk.rows, Ordering::Relaxed);
+    }
+    Ok((added, existing, chunks, done))
+}
+
+/// A progress bar on stderr (drawn only on a terminal) that follows `progress`.
+pub fn progress_bar(total: u64, already: u64, progress: Arc<Progress>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("prefill {bar:40} {human_pos}/{human_len} rows  {per_sec}  eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        loop {
+            let done = already + progress.rows_done.load(Ordering::Relaxed);
+            bar.set_position(done.min(total));
+            if done >= total || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        bar.finish_and_clear();
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_rows_are_pg_binary_copy() {
+        let mut out = Vec::new();
+        let head = binary::row_head("s0/e0/t1");
+        binary::push_row(&mut out, &head, 946_684_800_001, 1.5);
+        assert_eq!(&out[..2], &3i16.to_be_bytes());
+        assert_eq!(&out[2..6], &8i32.to_be_bytes());
+        assert_eq!(&out[6..14], b"s0/e0/t1");
+        assert_eq!(&out[18..26], &1000i64.to_be_bytes());
+        assert_eq!(&out[30..38], &1.5f64.to_bits().to_be_bytes());
+        assert_eq!(binary::HEADER.len(), 19);
+    }
+
+    #[test]
+    fn window_is_whole_intervals_ending_before_now() {
+        let spec = Spec {
+            points: 10,
+            days: 1.0 / 24.0,
+            interval_ms: 5000,
+            seed: 1,
+            end_ms: None,
+            model_name: "m".into(),
+            model_params: "{}".into(),
+            target_name: "t".into(),
+            target_params: "{}".into(),
+        };
+        let (s, e, n) = window(&spec, 1_000_000_003_000);
+        assert_eq!(n, 720);
+        assert_eq!(e % 5000, 0);
+        assert!(e <= 1_000_000_003_000);
+        assert_eq!(e - s, 3_600_000);
+        assert_eq!(quote_name("public.point_history"), "\"public\".\"point_history\"");
+    }
+}
