@@ -158,11 +158,6 @@ struct Offered {
     frozen: Vec<String>,
 }
 
-/// Rows the storage has written so far, by its own counter.
-async fn rows_written(session: &Session) -> Option<(f64, String)> {
-    session.count.rows_written().await
-}
-
 fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, Option<u64>>) -> (Option<String>, Vec<String>) {
     let mut low = None;
     let mut unmeasured = Vec::new();
@@ -289,7 +284,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
         }
         if o.soak_proc_start.is_none() && now >= warmup_end {
             o.soak_proc_start = Some(env.stack.sample_processes());
-            o.written_at_soak_start = rows_written(session).await.map(|(n, src)| {
+            o.written_at_soak_start = session.count.rows_written().await.map(|(n, src)| {
                 o.written_source = Some(src);
                 (Instant::now(), n)
             });
@@ -356,7 +351,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
                 None => o.seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
             };
             // Stored rate since the last sample, from the storage's own write counter.
-            let written = rows_written(session).await.map(|(n, _)| (Instant::now(), n));
+            let written = session.count.rows_written().await.map(|(n, _)| (Instant::now(), n));
             let stored_rps = match (last_written, written) {
                 (Some((t0, n0)), Some((t1, n1))) => Some((n1 - n0) / t1.duration_since(t0).as_secs_f64().max(1e-3)),
                 _ => None,
@@ -427,7 +422,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
     // never comes back must end the step by the drain's deadlines) and is
     // thawed when the step ends.
     o.frozen = thaw.into_iter().map(|(_, s)| s).collect();
-    o.written_at_end = rows_written(session).await.map(|(n, _)| (Instant::now(), n));
+    o.written_at_end = session.count.rows_written().await.map(|(n, _)| (Instant::now(), n));
     let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
     session.model = Some(plugins_back.model);
     session.encoder = Some(plugins_back.adapter);
