@@ -210,6 +210,7 @@ pub struct NatsBenchArgs {
 
 #[derive(Debug, Args)]
 pub struct GeneratorBenchArgs {
+    /// Point counts, comma-separated (e.g. 100k,1m).
     #[arg(long, default_value = "100k")]
     pub points: String,
     /// Short enough that the target rate is above what the machine can ack.
@@ -217,12 +218,23 @@ pub struct GeneratorBenchArgs {
     pub interval: String,
     #[arg(long, default_value_t = 15.0)]
     pub seconds: f64,
-    #[arg(long, default_value_t = 4)]
-    pub connections: u32,
+    /// MQTT connections (default: one per 60,000 readings/s of target rate, 1 to 8).
+    #[arg(long)]
+    pub connections: Option<u32>,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
     #[arg(long, default_value = "baler")]
     pub target: String,
+    /// Also run each size with the broker frozen (SIGSTOP) for this long,
+    /// from a third of the window on: memory must stay bounded.
+    #[arg(long, value_name = "DURATION")]
+    pub stall: Option<String>,
+    /// Skip the plain publisher baseline.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Also write the figures as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

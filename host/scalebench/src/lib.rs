@@ -32,6 +32,7 @@ pub mod compression;
 pub mod prefill;
 pub mod storage_cost;
 pub mod hardware;
+pub mod atomic_file;
 pub mod ladder;
 pub mod points;
 pub mod step;

@@ -92,6 +92,20 @@ pub fn scheduled_readings(n: u64, interval_ms: u64, duration_ms: u64) -> u64 {
 }
 
 /// Run the producer on the calling thread until the wall-clock end of
+/// The producer's slot: aim for 10 ms, but no smaller than needed for ~1
+/// reading each and never longer than 250 ms (a canary must not wait long).
+pub fn slot_ms(points: u32, interval: Duration) -> u64 {
+    let interval_ms = interval.as_millis().max(1) as u64;
+    let per_ms = points.max(1) as f64 / interval_ms as f64;
+    ((1.0 / per_ms).ceil() as u64).clamp(10, 250).min(interval_ms)
+}
+
+/// Most readings one slot hands to one connection (one batch).
+pub fn batch_readings_max(points: u32, interval: Duration, connections: u32) -> u64 {
+    let interval_ms = interval.as_millis().max(1) as u64;
+    (slot_ms(points, interval) * points.max(1) as u64).div_ceil(interval_ms).div_ceil(connections.max(1) as u64) + 1
+}
+
 /// `spec.duration` or `stop`. `addresses[tag]` is where readings of `tag` go.
 /// What the schedule held but could not be handed over by the end is not
 /// offered: the load never runs past its wall-clock window.
@@ -105,10 +119,7 @@ pub fn produce(
 ) -> Result<ProducerReport, PluginError> {
     let n = spec.points.max(1) as u64;
     let interval_ms = spec.interval.as_millis().max(1) as u64;
-    // Aim for slots of 10 ms, but no smaller than needed for ~1 reading each
-    // and never longer than 250 ms (a canary must not wait long).
-    let per_ms = n as f64 / interval_ms as f64;
-    let slot_ms = ((1.0 / per_ms).ceil() as u64).clamp(10, 250).min(interval_ms);
+    let slot_ms = slot_ms(spec.points, spec.interval);
     let slots_per_interval = interval_ms.div_ceil(slot_ms);
     let conns = senders.len().max(1) as u64;
 

@@ -9,8 +9,10 @@
 //! only where a plugin needs them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use plugin_runtime::types::TagInfo;
+use plugin_runtime::{PluginError, TargetAdapter, ValueModel, POINTS_PER_CALL};
 
 /// At most this many points are handed to a probe set's `setup` (spread
 /// evenly over the run's points, real indices): probes name points to read,
@@ -106,6 +108,20 @@ impl PointTable {
     pub fn heap_bytes(&self) -> usize {
         self.rows.capacity() * std::mem::size_of::<Row>() + self.labels.capacity()
     }
+}
+
+/// The address table of points 0..`points`, asked for slice by slice so the
+/// model's tag records are never all in memory at once.
+pub fn address_table(model: &mut ValueModel, adapter: &mut TargetAdapter, seed: u64, points: u32) -> Result<Vec<Arc<str>>, PluginError> {
+    let mut out = Vec::with_capacity(points as usize);
+    let mut at = 0u32;
+    while at < points {
+        let n = (points - at).min(POINTS_PER_CALL as u32);
+        let tags = model.tags(seed, at, n)?;
+        out.extend(adapter.addresses(&tags)?.into_iter().map(|a| Arc::<str>::from(a.as_str())));
+        at += n;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -315,13 +315,8 @@ pub struct Topology {
 impl RunResult {
     /// Write atomically: a temporary file in the same directory, then rename.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, path)
+        crate::atomic_file::write(path, (text + "\n").as_bytes())
     }
 
     pub fn load(path: &Path) -> anyhow::Result<RunResult> {

@@ -72,3 +72,23 @@ fn a_per_call_data_limit_that_is_hit_is_named_with_its_flag_not_called_a_plugin_
     assert!(msg.contains("per-call data limit") && msg.contains("--plugin-call-data-mb"), "{msg}");
     assert!(!msg.contains("bug in the plugin"), "{msg}");
 }
+
+#[test]
+fn a_broker_frozen_under_500k_points_grows_behind_schedule_not_the_generators_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gen.json");
+    let out = scalebench(&[
+        "bench", "generator", "--points", "500k", "--interval", "5s", "--seconds", "12", "--stall", "6s", "--no-baseline", "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let arms: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let stalled = arms.as_array().unwrap().iter().find(|a| !a["stalled_s"].is_null()).expect("a stalled arm");
+    let (peak, bound) = (stalled["peak_rss_bytes"].as_u64().unwrap(), stalled["rss_bound_bytes"].as_u64().unwrap());
+    // The generator waited while the broker was frozen: that is behind schedule...
+    assert!(stalled["behind_max_s"].as_f64().unwrap() >= 4.0, "{stalled}");
+    // ...and not memory: the 600k readings the schedule held during the
+    // freeze (~120 MB as messages) were never buffered.
+    assert!(peak <= bound, "peak RSS {} MB over the bound {} MB: {stalled}", peak >> 20, bound >> 20);
+    assert!(stalled["queue_bound_bytes"].as_u64().unwrap() < 64 << 20, "{stalled}");
+}

@@ -580,10 +580,7 @@ fn store_parent() -> PathBuf {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    Ok(())
+    crate::atomic_file::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn utc_now() -> String {

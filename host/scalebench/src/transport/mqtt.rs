@@ -24,6 +24,8 @@ use tokio::task::JoinHandle;
 use super::mqtt_wire::{self, Incoming};
 use super::{note_error, AckCounts, Batch, Carries};
 
+/// Capacity of a connection's write buffer (a batch is written in one go).
+const WRITE_BUFFER: usize = 256 * 1024;
 /// A socket write that takes longer than this was held back by the broker
 /// (its receive buffer full), not slowed by our own CPU.
 const WRITE_BLOCKED: Duration = Duration::from_millis(20);
@@ -59,6 +61,19 @@ impl MqttConfig {
             channel_batches: 4,
             keep_alive: Duration::from_secs(30),
         }
+    }
+}
+
+impl MqttConfig {
+    /// The most the transport can hold for the SUT, whatever its backlog:
+    /// per connection, `channel_batches` queued batches of at most
+    /// `batch_msgs` messages, `inflight` unacknowledged publishes, and the
+    /// socket write buffer. Each message costs its payload plus ~96 bytes of
+    /// bookkeeping (the message record and its in-flight entry).
+    pub fn queue_bound_bytes(&self, batch_msgs: u64, msg_bytes: u64) -> u64 {
+        let per_msg = msg_bytes + 96;
+        let per_conn = (self.channel_batches as u64 * batch_msgs + self.inflight as u64) * per_msg + WRITE_BUFFER as u64;
+        self.connections.max(1) as u64 * per_conn
     }
 }
 
@@ -322,7 +337,7 @@ async fn run_connection(
         let reader_dead = Arc::new(AtomicBool::new(false));
         let reader = tokio::spawn(read_acks(rd, leftover, inflight.clone(), window.clone(), counts.clone(), live.clone(), reader_done.clone(), reader_dead.clone()));
 
-        let mut buf: Vec<u8> = Vec::with_capacity(256 * 1024);
+        let mut buf: Vec<u8> = Vec::with_capacity(WRITE_BUFFER);
         let mut last_write = Instant::now();
         let ping_every = cfg.keep_alive / 2;
         let broken: Option<String> = loop {
