@@ -5,7 +5,48 @@
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
-use wasmtime::StoreLimits;
+use wasmtime::{ResourceLimiter, StoreLimits};
+
+/// The store's limits, and how much linear memory the instance holds now
+/// (what a plugin costs per point is measured, not guessed).
+pub struct Limiter {
+    pub(crate) inner: StoreLimits,
+    pub(crate) memory_bytes: usize,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let ok = self.inner.memory_growing(current, desired, maximum)?;
+        if ok {
+            self.memory_bytes += desired.saturating_sub(current);
+        }
+        Ok(ok)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.memory_grow_failed(error)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -45,7 +86,7 @@ impl HostServices for NoServices {}
 pub(crate) struct StoreState {
     pub plugin: String,
     pub services: Arc<dyn HostServices>,
-    pub limits: StoreLimits,
+    pub limits: Limiter,
     pub wasi: WasiCtx,
     pub table: ResourceTable,
     /// The guest's stderr (a panic message lands here), bounded.

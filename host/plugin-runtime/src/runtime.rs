@@ -191,7 +191,7 @@ impl Runtime {
         let state = StoreState {
             plugin: plugin.name.clone(),
             services,
-            limits,
+            limits: crate::host::Limiter { inner: limits, memory_bytes: 0 },
             wasi,
             table: ResourceTable::new(),
             stderr,

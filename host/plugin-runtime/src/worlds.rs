@@ -64,6 +64,11 @@ impl<B> Guarded<B> {
         }
     }
 
+    /// Linear memory the instance holds now, in bytes.
+    fn memory_bytes(&self) -> u64 {
+        self.store.data().limits.memory_bytes as u64
+    }
+
     fn returned<R>(&self, call: &str, r: Result<R, String>) -> Result<R, PluginError> {
         r.map_err(|message| PluginError::Returned { plugin: self.name.clone(), call: call.into(), message })
     }
@@ -122,6 +127,11 @@ impl ValueModel {
 
     pub fn name(&self) -> &str {
         &self.g.name
+    }
+
+    /// Linear memory the instance holds now, in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.g.memory_bytes()
     }
 
     pub fn configure(&mut self, params_json: &str) -> Result<(), PluginError> {
@@ -189,6 +199,11 @@ impl ProbeSet {
         &self.g.name
     }
 
+    /// Linear memory the instance holds now, in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.g.memory_bytes()
+    }
+
     pub fn setup(&mut self, params_json: &str, points: &[TagInfo]) -> Result<Vec<probe_types::Probe>, PluginError> {
         let r = self.g.call("setup", |b, s| b.scalebench_plugin_probe_set().call_setup(s, params_json, points))?;
         self.g.returned("setup", r)
@@ -249,6 +264,11 @@ impl TargetAdapter {
 
     pub fn name(&self) -> &str {
         &self.g.name
+    }
+
+    /// Linear memory the instance holds now, in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.g.memory_bytes()
     }
 
     pub fn configure(&mut self, params_json: &str) -> Result<adapter_types::Plan, PluginError> {

@@ -145,6 +145,13 @@ pub struct Generator {
     pub cpu_s: f64,
     pub cpu_us_per_acked: f64,
     pub rss_peak_bytes: u64,
+    /// What the generator holds per point, measured: the session's point
+    /// and address tables (host heap) and each plugin instance's linear
+    /// memory ("model", "encoder", "counter", "probes"), in bytes.
+    #[serde(default)]
+    pub memory_bytes: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub memory_bytes_per_point: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

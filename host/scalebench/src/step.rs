@@ -478,6 +478,27 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
     Ok(o)
 }
 
+/// What the generator holds for the run's points, by part.
+fn generator_memory(session: &Session) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    let addresses: usize = session.addresses.iter().map(|a| a.len() + 16 + std::mem::size_of::<Arc<str>>()).sum();
+    m.insert("point table".to_string(), session.tags.heap_bytes() as u64);
+    m.insert("address table".to_string(), addresses as u64);
+    if let Some(x) = &session.model {
+        m.insert("model".to_string(), x.memory_bytes());
+    }
+    if let Some(x) = &session.encoder {
+        m.insert("encoder".to_string(), x.memory_bytes());
+    }
+    if let Ok(x) = session.counter.try_lock() {
+        m.insert("counter".to_string(), x.memory_bytes());
+    }
+    if let Some(x) = &session.probe_set {
+        m.insert("probes".to_string(), x.memory_bytes());
+    }
+    m
+}
+
 /// Inject the calibration faults that are due; thaw frozen services on time.
 fn inject_faults(stack: &mut dyn StackDriver, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>, unmeasured: &mut Vec<String>) {
     let mut i = 0;
@@ -720,6 +741,7 @@ async fn assemble(
     }
     let r = &o.report;
     let counts = &d.counts;
+    let generator_memory = generator_memory(session);
     let step = StepResult {
         points,
         status: Status::Pass,
@@ -748,6 +770,8 @@ async fn assemble(
             cpu_s: o.cpu_s,
             cpu_us_per_acked: if counts.readings_acked > 0 { o.cpu_s * 1e6 / counts.readings_acked as f64 } else { 0.0 },
             rss_peak_bytes: hardware::self_peak_rss_bytes(),
+            memory_bytes_per_point: Some(generator_memory.values().sum::<u64>() as f64 / session.tags.len().max(1) as f64),
+            memory_bytes: generator_memory,
         },
         ingest: Ingest {
             acked: c.acked,

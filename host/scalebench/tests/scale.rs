@@ -92,3 +92,35 @@ fn a_broker_frozen_under_500k_points_grows_behind_schedule_not_the_generators_me
     assert!(peak <= bound, "peak RSS {} MB over the bound {} MB: {stalled}", peak >> 20, bound >> 20);
     assert!(stalled["queue_bound_bytes"].as_u64().unwrap() < 64 << 20, "{stalled}");
 }
+
+#[test]
+fn a_million_point_step_runs_to_a_verdict_that_says_why() {
+    // This 2-core machine cannot take 200,000 readings/s through mosquitto,
+    // the historian and PostgreSQL at once: the step is not expected to
+    // pass. It must run, measure and say why, with the generator's memory
+    // measured per point.
+    let run = crate::ladder::run_ladder(&[
+        "--steps", "1m", "--interval", "5s", "--warmup", "5s", "--soak", "15s", "--sample-every", "5s", "--drain-timeout", "30s",
+        "--connections", "4",
+    ]);
+    let r = run.result();
+    let s = crate::ladder::step0(&r);
+    assert_eq!(s["points"], 1_000_000, "{}", stderr(&run.out));
+    assert_eq!(s["topology"]["new_points"], 1_000_000, "{}", s["topology"]);
+    let g = &s["generator"];
+    assert!(g["offered"].as_u64().unwrap() > 1_000_000, "{g}");
+    assert!(s["ingest"]["acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);
+    let status = s["status"].as_str().unwrap();
+    assert!(["pass", "fail", "inconclusive"].contains(&status), "{status}");
+    if status != "pass" {
+        assert!(!s["reasons"].as_array().unwrap().is_empty() || !s["unmeasured"].as_array().unwrap().is_empty(), "a step that did not pass must say why: {s}");
+    }
+    // Memory per point is measured, not guessed: tables and every instance.
+    let mem = g["memory_bytes"].as_object().unwrap();
+    for part in ["point table", "address table", "model", "encoder", "counter"] {
+        assert!(mem.get(part).and_then(|v| v.as_u64()).is_some_and(|b| b > 0), "{part} missing: {mem:?}");
+    }
+    let per_point = g["memory_bytes_per_point"].as_f64().unwrap();
+    eprintln!("generator memory at 1M points: {per_point:.0} bytes per point ({mem:?}), peak RSS {} MB", g["rss_peak_bytes"].as_u64().unwrap() >> 20);
+    assert!(per_point < 1000.0, "{per_point} bytes per point: {mem:?}");
+}
