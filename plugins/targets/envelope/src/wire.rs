@@ -128,8 +128,9 @@ pub struct Wire<A> {
     /// back to back; `head_at[tag index]` is (start, len), len 0 = unknown.
     heads: Vec<u8>,
     head_at: Vec<(u32, u32)>,
-    /// Point ids of each equip (site, equip) already described by `topology`.
-    equip_points: BTreeMap<(u32, u32), Vec<String>>,
+    /// Tag indexes of each equip (site, equip) already described by
+    /// `topology` (ids are read back from `heads`: 4 bytes a point, not a string).
+    equip_points: BTreeMap<(u32, u32), Vec<u32>>,
     /// Tag indexes whose point already appears in its equip's `points`.
     listed: Vec<bool>,
     second: SecondCache,
@@ -172,16 +173,19 @@ impl<A: Addressing> Wire<A> {
     /// Point ids of every registered point (what storage keys rows by), in
     /// tag order: what this run writes, so counts can be limited to it.
     pub fn point_ids(&self) -> Vec<String> {
+        (0..self.head_at.len()).filter_map(|i| self.point_id_of(i)).collect()
+    }
+
+    /// The point id of registered tag `i`, read back from its envelope head.
+    fn point_id_of(&self, i: usize) -> Option<String> {
         const HEAD: usize = b"{\"point\":".len();
         const VALUE: usize = b",\"value\":".len();
-        self.head_at
-            .iter()
-            .filter(|(_, l)| *l as usize > HEAD + VALUE)
-            .filter_map(|(s, l)| {
-                let (s, l) = (*s as usize, *l as usize);
-                serde_json::from_slice::<String>(&self.heads[s + HEAD..s + l - VALUE]).ok()
-            })
-            .collect()
+        let (s, l) = *self.head_at.get(i)?;
+        let (s, l) = (s as usize, l as usize);
+        if l <= HEAD + VALUE {
+            return None;
+        }
+        serde_json::from_slice::<String>(&self.heads[s + HEAD..s + l - VALUE]).ok()
     }
 
     /// The address table for `tags`, registering them.
@@ -224,11 +228,12 @@ impl<A: Addressing> Wire<A> {
                 }
                 if !self.listed[i] {
                     self.listed[i] = true;
-                    ids.push(t.point_id());
+                    ids.push(t.index);
                     grew = true;
                 }
             }
             if is_new || grew {
+                let ids: Vec<String> = self.equip_points[&key].iter().filter_map(|i| self.point_id_of(*i as usize)).collect();
                 let mut tags = Map::new();
                 tags.insert("id".into(), href(&first.equip_id()));
                 tags.insert("dis".into(), hs_str(&format!("Site {} Equip {}", first.site, first.equip)));
