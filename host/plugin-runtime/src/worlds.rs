@@ -153,10 +153,10 @@ impl ValueModel {
             let n = (end - at).min(POINTS_PER_CALL as u32);
             let got = self.g.call("tags", |b, s| b.scalebench_plugin_value_model().call_tags(s, seed, at, n))?;
             if got.len() != n as usize {
-                return Err(PluginError::Returned {
+                return Err(PluginError::Contract {
                     plugin: self.g.name.clone(),
                     call: "tags".into(),
-                    message: format!("asked for {n} tags from {at}, got {}", got.len()),
+                    problem: format!("asked for {n} tags from index {at}, it described {}", got.len()),
                 });
             }
             out.extend(got);
@@ -283,10 +283,10 @@ impl TargetAdapter {
         for slice in points.chunks(POINTS_PER_CALL) {
             let got = self.g.call("addresses", |b, s| b.main.scalebench_plugin_target_adapter().call_addresses(s, slice))?;
             if got.len() != slice.len() {
-                return Err(PluginError::Returned {
+                return Err(PluginError::Contract {
                     plugin: self.g.name.clone(),
                     call: "addresses".into(),
-                    message: format!("gave {} addresses for {} points (one per point is expected)", got.len(), slice.len()),
+                    problem: format!("gave {} addresses for {} points (one per point is expected)", got.len(), slice.len()),
                 });
             }
             out.extend(got);

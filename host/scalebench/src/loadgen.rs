@@ -334,7 +334,7 @@ fn check_encoded(
     addresses: usize,
     readings: usize,
 ) -> Result<(), PluginError> {
-    let bad = |why: String| PluginError::Returned { plugin: adapter.name().to_string(), call: "encode".into(), message: why };
+    let bad = |why: String| PluginError::Contract { plugin: adapter.name().to_string(), call: "encode".into(), problem: why };
     if enc.address_of.len() != enc.ends.len() {
         return Err(bad(format!("address-of has {} entries but ends has {}", enc.address_of.len(), enc.ends.len())));
     }

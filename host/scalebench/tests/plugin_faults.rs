@@ -138,3 +138,14 @@ fn the_cli_reports_a_trapping_model_and_exits_nonzero() {
     let e = stderr(&out);
     assert!(e.contains("bad_trap.wasm") && e.contains("trapped"), "{e}");
 }
+
+#[test]
+fn a_model_that_describes_fewer_tags_than_asked_breaks_the_contract_by_name() {
+    let rt = runtime();
+    let plugin = rt.load_path(&bad_plugin("spin")).unwrap();
+    let mut m = ValueModel::instantiate(&rt, &plugin).unwrap();
+    let err = m.tags(1, 0, 5).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, PluginError::Contract { .. }), "{msg}");
+    assert!(msg.contains("`tags` broke the plugin contract") && msg.contains("asked for 5 tags from index 0, it described 0"), "{msg}");
+}

@@ -18,7 +18,11 @@ impl Guest for Bad {
     }
     fn configure(_p: String) -> Result<(), String> { Ok(()) }
     fn sample_period_ms() -> u64 { 1000 }
-    fn tags(_seed: u64, _first: u32, _count: u32) -> Vec<TagInfo> { Vec::new() }
+    fn tags(_seed: u64, first: u32, count: u32) -> Vec<TagInfo> {
+        (first..first + count)
+            .map(|i| TagInfo { index: i, kind: "noise".into(), unit: "".into(), site: 0, equip: 0, label: format!("n{i}"), markers: vec!["point".into()] })
+            .collect()
+    }
     fn sample(seed: u64, first: u32, count: u32, sample: u64) -> Vec<f64> {
         if count > 0 { panic!("deliberate trap in sample (seed {seed}, first {first}, sample {sample})"); } Vec::new()
     }
