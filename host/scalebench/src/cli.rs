@@ -170,6 +170,23 @@ pub enum BenchCommand {
     /// Prefill rows/s into the local durable PostgreSQL, beside psql \copy
     /// of the same rows from a file and a COPY written a row at a time.
     Prefill(PrefillBenchArgs),
+    /// The same short ladder on the local stack and the Docker stack, side
+    /// by side: stored/s, p95 lag, CPU and memory per service.
+    Stacks(StacksBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StacksBenchArgs {
+    #[arg(long, default_value = "1k,2.5k")]
+    pub steps: String,
+    #[arg(long, default_value = "30s")]
+    pub soak: String,
+    #[arg(long, default_value = "10s")]
+    pub warmup: String,
+    #[arg(long, default_value = "baler")]
+    pub target: String,
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
 }
 
 #[derive(Debug, Args)]

@@ -55,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => commands::run::run(&cli.plugin, *args),
         Command::Bench { what: cli::BenchCommand::Generator(args) } => commands::bench::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
+        Command::Bench { what: cli::BenchCommand::Stacks(args) } => commands::bench_stacks::run(args),
         Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
         Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
         Command::Prefill(args) => commands::prefill::run(&cli.plugin, args),

@@ -14,3 +14,4 @@ pub mod stack;
 pub mod prefill;
 pub mod storage;
 pub mod bench_prefill;
+pub mod bench_stacks;

@@ -1,0 +1,70 @@
+//! `scalebench bench stacks`: what containers cost. The same short ladder on
+//! the local stack (child processes) and the Docker stack (capped
+//! containers), one after the other in one run, side by side: stored/s,
+//! p95 lag and CPU / memory per service. Each arm is a real `scalebench run`
+//! of this binary, so nothing here measures differently from a user's run.
+//!
+//! A benchmark prints figures; it asserts nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context as _;
+
+use crate::cli::StacksBenchArgs;
+use crate::format::group;
+use crate::results::RunResult;
+
+fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunResult> {
+    let results = dir.join(stack);
+    let exe = std::env::current_exe().context("cannot find the scalebench binary")?;
+    eprintln!("bench stacks: --stack {stack}, steps {}, soak {}", args.steps, args.soak);
+    let status = Command::new(exe)
+        .args(["run", "--target", &args.target, "--model", &args.model, "--stack", stack, "--steps", &args.steps])
+        .args(["--soak", &args.soak, "--warmup", &args.warmup, "--continue-on-fail"])
+        .arg("--results-dir")
+        .arg(&results)
+        .status()
+        .context("cannot run scalebench")?;
+    if !status.success() {
+        eprintln!("bench stacks: the --stack {stack} run ended with {status}; its measured steps are shown");
+    }
+    let file: PathBuf = std::fs::read_dir(&results)
+        .with_context(|| format!("the --stack {stack} run wrote no results"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
+        .with_context(|| format!("the --stack {stack} run wrote no result file"))?;
+    RunResult::load(&file)
+}
+
+pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
+    let dir = tempfile::Builder::new().prefix("scalebench-bench-stacks-").tempdir()?;
+    let local = arm(&args, "local", dir.path())?;
+    let docker = arm(&args, "docker", dir.path())?;
+    println!("the same ladder on the local stack and the Docker stack ({} + {}, {} soak), nproc {}", args.target, args.model, args.soak, crate::hardware::nproc());
+    println!("{:<10} {:<8} {:<7} {:>10} {:>10}  {}", "points", "stack", "status", "stored/s", "p95 lag", "CPU % (100 = a core) / peak RSS MB per service");
+    for (i, step) in local.steps.iter().enumerate() {
+        for (name, s) in [("local", Some(step)), ("docker", docker.steps.get(i))] {
+            let Some(s) = s else { continue };
+            let per_service: Vec<String> = s
+                .resources
+                .iter()
+                .map(|(svc, r)| format!("{svc} {:.0}%/{:.0}", r.cpu_percent, r.rss_bytes_max as f64 / 1e6))
+                .collect();
+            println!(
+                "{:<10} {:<8} {:<7} {:>10} {:>10}  {}",
+                group(s.points),
+                name,
+                format!("{:?}", s.status).to_lowercase(),
+                s.ingest.stored_rps.map(|r| group(r as u64)).unwrap_or_else(|| "n/m".into()),
+                crate::format::measured_seconds(s.lag.p95_s),
+                per_service.join(", ")
+            );
+        }
+    }
+    if let Some(caps) = Some(&docker.caps).filter(|c| !c.is_empty()) {
+        let caps: Vec<String> = caps.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        println!("docker caps: {}", caps.join("; "));
+    }
+    Ok(())
+}
