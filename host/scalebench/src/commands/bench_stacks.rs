@@ -22,8 +22,11 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
     let status = Command::new(exe)
         .args(["run", "--target", &args.target, "--model", &args.model, "--stack", stack, "--steps", &args.steps])
         .args(["--soak", &args.soak, "--warmup", &args.warmup, "--continue-on-fail"])
+        .args(["--base-port", &free_base_port().to_string()])
         .arg("--results-dir")
         .arg(&results)
+        // Its own table would interleave with ours; its progress stays on stderr.
+        .stdout(std::process::Stdio::null())
         .status()
         .context("cannot run scalebench")?;
     if !status.success() {
@@ -35,6 +38,12 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
         .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
         .with_context(|| format!("the --stack {stack} run wrote no result file"))?;
     RunResult::load(&file)
+}
+
+/// A base port with the ten ports above it free (the stacks take a few).
+fn free_base_port() -> u16 {
+    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+    (21_000..29_000).step_by(100).find(|b| (*b..b + 10).all(free)).unwrap_or(21_883)
 }
 
 pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
@@ -62,6 +71,7 @@ pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
             );
         }
     }
+    println!("RSS: local = the process's resident set (PostgreSQL's includes its shared buffers); docker = the container's memory use as the engine reports it.");
     if let Some(caps) = Some(&docker.caps).filter(|c| !c.is_empty()) {
         let caps: Vec<String> = caps.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         println!("docker caps: {}", caps.join("; "));
