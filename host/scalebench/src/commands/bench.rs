@@ -336,10 +336,10 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
 fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figures>) {
     let mb = |b: u64| b as f64 / 1e6;
     let conns = match args.connections {
-        Some(c) => c.to_string(),
-        None => "one per 60,000 readings/s".into(),
+        Some(c) => format!("{c} connections"),
+        None => "a connection per 60,000 readings/s".into(),
     };
-    println!("generator ceiling, bare mosquitto, {conns} connections (baseline: {}), {} s per arm, nproc {}", args.connections.unwrap_or(4), args.seconds.max(1.0), hardware::nproc());
+    println!("generator ceiling, bare mosquitto, {conns} (baseline: {}), {} s per arm, nproc {}", args.connections.unwrap_or(4), args.seconds.max(1.0), hardware::nproc());
     println!("{:<44} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}", "", "acked msgs/s", "CPU us/ack", "peak MB", "bound MB", "queue MB", "behind s");
     if let Some(p) = plain {
         println!("{:<44} {:>12} {:>9.2} {:>9.1} {:>9} {:>9} {:>8}", "plain rumqttc (baseline, no pacing)", group(p.rate() as u64), p.cpu_us(), mb(p.peak_rss), "-", "-", "-");
