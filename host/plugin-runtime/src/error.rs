@@ -35,6 +35,9 @@ pub enum PluginError {
     #[error("plugin {plugin}: `{call}` ran out of memory (limit {limit_bytes} bytes) and was stopped\nhint: pass smaller batches, or raise the limit (--plugin-memory-mb)")]
     OutOfMemory { plugin: String, call: String, limit_bytes: u64 },
 
+    #[error("plugin {plugin}: `{call}` moved more than {} MiB from the plugin to the host in one call (the per-call data limit) and was stopped\nhint: scalebench slices its own per-point calls well below this limit; if this plugin really returns that much per call, raise the limit (--plugin-call-data-mb)", limit_bytes >> 20)]
+    CallData { plugin: String, call: String, limit_bytes: u64 },
+
     #[error("plugin {plugin}: cannot call `{call}`: an earlier call failed and left the instance unusable; load the plugin again")]
     Poisoned { plugin: String, call: String },
 
@@ -55,6 +58,7 @@ impl PluginError {
             | PluginError::Trap { plugin, .. }
             | PluginError::Timeout { plugin, .. }
             | PluginError::OutOfMemory { plugin, .. }
+            | PluginError::CallData { plugin, .. }
             | PluginError::Poisoned { plugin, .. }
             | PluginError::Returned { plugin, .. } => plugin,
         }

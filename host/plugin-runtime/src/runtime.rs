@@ -26,11 +26,17 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Most linear memory one instance may grow to.
     pub memory_bytes: u64,
+    /// Most data one call may move from the plugin to the host (strings and
+    /// lists it returns or passes to an import): wasmtime's per-call
+    /// "hostcall fuel". The host's own per-point calls are sliced
+    /// ([`crate::POINTS_PER_CALL`]) so that a correct plugin stays far
+    /// below it at any point count.
+    pub call_data_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { call_timeout: Duration::from_secs(30), memory_bytes: 1 << 30 }
+        Limits { call_timeout: Duration::from_secs(30), memory_bytes: 1 << 30, call_data_bytes: 128 << 20 }
     }
 }
 
@@ -192,6 +198,7 @@ impl Runtime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
+        store.set_hostcall_fuel(self.limits.call_data_bytes as usize);
         store.epoch_deadline_trap();
         store
     }
@@ -214,6 +221,9 @@ pub(crate) fn classify(
         return PluginError::Timeout { plugin: plugin.into(), call: call.into(), limit: limits.call_timeout };
     }
     let chain = format!("{err:#}");
+    if chain.contains("fuel allocated for hostcalls has been exhausted") {
+        return PluginError::CallData { plugin: plugin.into(), call: call.into(), limit_bytes: limits.call_data_bytes };
+    }
     if chain.contains("forcing trap when growing memory") || chain.contains("memory allocation of") {
         return PluginError::OutOfMemory { plugin: plugin.into(), call: call.into(), limit_bytes: limits.memory_bytes };
     }

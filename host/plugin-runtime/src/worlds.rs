@@ -29,6 +29,13 @@ pub mod probe_types {
     pub use crate::bindings::probe::exports::scalebench::plugin::probe_set::*;
 }
 
+/// The host's per-point calls (`tags`, `addresses`, `topology`) go in
+/// slices of at most this many points: what one call moves between host and
+/// plugin then stays a few MiB (a tag is ~100 bytes), far below the per-call
+/// data limit ([`Limits::call_data_bytes`]) and the plugin's memory limit,
+/// whatever the run's point count.
+pub const POINTS_PER_CALL: usize = 16_384;
+
 struct Guarded<B> {
     name: String,
     store: Store<StoreState>,
@@ -126,8 +133,26 @@ impl ValueModel {
         self.g.call("sample-period-ms", |b, s| b.scalebench_plugin_value_model().call_sample_period_ms(s))
     }
 
+    /// Metadata of tags first .. first+count, asked for in slices of
+    /// [`POINTS_PER_CALL`] so no point count trips a per-call limit.
     pub fn tags(&mut self, seed: u64, first: u32, count: u32) -> Result<Vec<TagInfo>, PluginError> {
-        self.g.call("tags", |b, s| b.scalebench_plugin_value_model().call_tags(s, seed, first, count))
+        let mut out = Vec::with_capacity(count as usize);
+        let mut at = first;
+        let end = first.saturating_add(count);
+        while at < end {
+            let n = (end - at).min(POINTS_PER_CALL as u32);
+            let got = self.g.call("tags", |b, s| b.scalebench_plugin_value_model().call_tags(s, seed, at, n))?;
+            if got.len() != n as usize {
+                return Err(PluginError::Returned {
+                    plugin: self.g.name.clone(),
+                    call: "tags".into(),
+                    message: format!("asked for {n} tags from {at}, got {}", got.len()),
+                });
+            }
+            out.extend(got);
+            at += n;
+        }
+        Ok(out)
     }
 
     pub fn sample(&mut self, seed: u64, first: u32, count: u32, sample: u64) -> Result<Vec<f64>, PluginError> {
@@ -231,10 +256,29 @@ impl TargetAdapter {
         self.g.returned("configure", r)
     }
 
+    /// The address table for `points`, asked for in slices of
+    /// [`POINTS_PER_CALL`]; one entry per point.
     pub fn addresses(&mut self, points: &[TagInfo]) -> Result<Vec<String>, PluginError> {
-        self.g.call("addresses", |b, s| b.main.scalebench_plugin_target_adapter().call_addresses(s, points))
+        let mut out = Vec::with_capacity(points.len());
+        for slice in points.chunks(POINTS_PER_CALL) {
+            let got = self.g.call("addresses", |b, s| b.main.scalebench_plugin_target_adapter().call_addresses(s, slice))?;
+            if got.len() != slice.len() {
+                return Err(PluginError::Returned {
+                    plugin: self.g.name.clone(),
+                    call: "addresses".into(),
+                    message: format!("gave {} addresses for {} points (one per point is expected)", got.len(), slice.len()),
+                });
+            }
+            out.extend(got);
+        }
+        Ok(out)
     }
 
+    /// Topology messages for `points` in one call: callers pass slices of
+    /// [`POINTS_PER_CALL`] and send each slice's messages before asking for
+    /// the next, so 1M points never sit in memory as messages at once (an
+    /// adapter describes an equip again when it gains points in a later
+    /// slice, as it does between steps).
     pub fn topology(&mut self, points: &[TagInfo]) -> Result<Vec<adapter_types::Message>, PluginError> {
         self.g.call("topology", |b, s| b.main.scalebench_plugin_target_adapter().call_topology(s, points))
     }

@@ -26,6 +26,7 @@ pub fn runtime(opts: &PluginOptions) -> anyhow::Result<Runtime> {
     let limits = Limits {
         call_timeout: Duration::from_millis(opts.plugin_timeout_ms.max(1)),
         memory_bytes: opts.plugin_memory_mb.max(1) << 20,
+        call_data_bytes: opts.plugin_call_data_mb.max(1) << 20,
     };
     let rt = match &opts.cache_dir {
         Some(dir) => Runtime::with_cache_dir(limits, Some(dir.clone())),

@@ -22,6 +22,9 @@ pub struct PluginOptions {
     /// Most memory one plugin instance may use, in MiB.
     #[arg(long, global = true, default_value_t = 1024, value_name = "MIB")]
     pub plugin_memory_mb: u64,
+    /// Most data one plugin call may hand back to the host, in MiB.
+    #[arg(long, global = true, default_value_t = 128, value_name = "MIB")]
+    pub plugin_call_data_mb: u64,
     /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/scalebench/wasm).
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use plugin_runtime::adapter_types::TransportPlan;
-use plugin_runtime::types::TagInfo;
 use plugin_runtime::{ProbeSet, Runtime, TargetAdapter, ValueModel};
 
 use crate::budgets::Budgets;
@@ -53,6 +52,16 @@ pub enum FaultKind {
     Kill,
     /// SIGSTOP for this long, then SIGCONT (also at the step's end).
     Freeze(Duration),
+}
+
+impl FaultKind {
+    /// The fault in the user's words ("kill", "freeze").
+    pub fn verb(&self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Freeze(_) => "freeze",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -100,7 +109,8 @@ pub(crate) struct Session {
     pub canary: Arc<Mutex<TargetAdapter>>,
     pub probe_set: Option<ProbeSet>,
     pub addresses: Vec<Arc<str>>,
-    pub tags: Vec<TagInfo>,
+    /// The run's points so far, compactly.
+    pub tags: crate::points::PointTable,
     pub period_ms: u64,
     /// How readings reach the SUT (from the plan's transport).
     pub carrier: Box<dyn Carrier>,
@@ -219,7 +229,7 @@ pub async fn run(
         canary,
         probe_set,
         addresses: Vec::new(),
-        tags: Vec::new(),
+        tags: Default::default(),
         period_ms,
         carrier,
         count,

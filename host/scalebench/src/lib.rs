@@ -33,6 +33,7 @@ pub mod prefill;
 pub mod storage_cost;
 pub mod hardware;
 pub mod ladder;
+pub mod points;
 pub mod step;
 pub mod storage;
 pub mod probes;

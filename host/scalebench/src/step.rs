@@ -77,6 +77,11 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
         let _ = env.stack.signal(&service, libc::SIGCONT);
     }
     let drained = drained?;
+    // One last look at the processes: an exit late in the load or during the
+    // drain counts like any other.
+    for event in env.stack.supervise_now().await {
+        env.progress.println(&format!("  stack: {event}"));
+    }
     let health_after = env.stack.health_totals();
     env.progress.phase(Phase::Count, "stored vs acked, second by second");
     let counted = count(&env, session, &offered, &drained).await?;
@@ -99,31 +104,46 @@ async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &dyn Tra
     if points <= have {
         return Ok(topology);
     }
-    let model = session.model.as_mut().expect("model is home between steps");
-    let encoder = session.encoder.as_mut().expect("encoder is home between steps");
-    let new_tags = model.tags(env.cfg.seed, have as u32, (points - have) as u32)?;
-    let addrs = encoder.addresses(&new_tags)?;
-    session.addresses.extend(addrs.into_iter().map(|a| Arc::<str>::from(a.as_str())));
-    // The counting adapter learns the run's points too: stored counts are
-    // limited to them, so another writer's rows never hide a loss.
-    {
-        let (q, tags) = (session.counter.clone(), new_tags.clone());
-        tokio::task::spawn_blocking(move || q.lock().unwrap().addresses(&tags)).await??;
-    }
-    let messages = loadgen::topology_messages(encoder, &new_tags)?;
-    topology.new_points = new_tags.len() as u64;
-    topology.messages = messages.len() as u64;
-    session.tags.extend(new_tags);
     let t = Instant::now();
     let senders = transport.senders();
-    for chunk in messages.chunks(1000) {
-        senders[0].send(chunk.to_vec()).await.map_err(|_| anyhow::anyhow!("transport closed"))?;
-    }
     // QoS 0 has no acks to wait for.
     let acks_expected = session.carrier.acks_expected();
-    let deadline = Instant::now() + Duration::from_secs(if acks_expected { 120 } else { 0 });
-    while transport.counts().topology_acked < topology.messages && Instant::now() < deadline && !env.stop.load(Ordering::Relaxed) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // Slice by slice: the model's tags, the adapter's addresses and topology,
+    // sent and (when acknowledged) acked before the next slice, so a million
+    // new points never sit in memory as records or messages at once.
+    let mut at = have;
+    while at < points && !env.stop.load(Ordering::Relaxed) {
+        let n = (points - at).min(plugin_runtime::POINTS_PER_CALL as u64);
+        let model = session.model.as_mut().expect("model is home between steps");
+        let encoder = session.encoder.as_mut().expect("encoder is home between steps");
+        let new_tags = model.tags(env.cfg.seed, at as u32, n as u32)?;
+        let addrs = encoder.addresses(&new_tags)?;
+        session.addresses.extend(addrs.into_iter().map(|a| Arc::<str>::from(a.as_str())));
+        let messages = loadgen::topology_messages(encoder, &new_tags)?;
+        session.tags.extend(&new_tags);
+        // The counting adapter learns the run's points too: stored counts are
+        // limited to them, so another writer's rows never hide a loss.
+        let q = session.counter.clone();
+        tokio::task::spawn_blocking(move || q.lock().unwrap().addresses(&new_tags)).await??;
+        topology.new_points += n;
+        topology.messages += messages.len() as u64;
+        for chunk in messages.chunks(1000) {
+            senders[0].send(chunk.to_vec()).await.map_err(|_| anyhow::anyhow!("transport closed"))?;
+        }
+        drop(messages);
+        // At the broker's pace: wait for this slice's acks, giving up after
+        // a minute without progress.
+        let mut last = (transport.counts().topology_acked, Instant::now());
+        while acks_expected && transport.counts().topology_acked < topology.messages && !env.stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = transport.counts().topology_acked;
+            if now != last.0 {
+                last = (now, Instant::now());
+            } else if last.1.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+        at += n;
     }
     topology.publish_s = t.elapsed().as_secs_f64();
     Ok(topology)
@@ -277,7 +297,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
         for event in env.stack.supervise().await {
             env.progress.println(&format!("  stack: {event}"));
         }
-        inject_faults(env.stack, now, &mut faults, &mut thaw);
+        inject_faults(env.stack, now, &mut faults, &mut thaw, &mut o.unmeasured);
         if phase == Phase::WarmUp && now >= warmup_end {
             phase = Phase::Soak;
             env.progress.phase(phase, &format!("{} of load, sampled every {}", crate::format::seconds(cfg.soak.as_secs_f64()), crate::format::seconds(cfg.sample_every.as_secs_f64())));
@@ -294,7 +314,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
                 phase = Phase::Probes;
                 env.progress.phase(phase, "read probes timed at mid-soak, under load");
                 let (svc, tags, b, params, runs, until) =
-                    (env.services.clone(), session.tags.clone(), env.budgets.clone(), cfg.probe_params.clone(), cfg.probe_warm_runs, probes_until.clone());
+                    (env.services.clone(), session.tags.spread(crate::points::PROBE_POINTS_MAX), env.budgets.clone(), cfg.probe_params.clone(), cfg.probe_warm_runs, probes_until.clone());
                 probes_task = Some(tokio::task::spawn_blocking(move || {
                     let results = match ps.setup(&params, &tags) {
                         Ok(probes) => crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until),
@@ -416,6 +436,15 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
             step_stop.store(true, Ordering::Relaxed);
         }
     }
+    // A fault asked for but never injected leaves the crash test unmeasured.
+    for (at, service, kind) in faults {
+        o.unmeasured.push(format!(
+            "fault {} {service} at {} of load: never injected (the load ended after {})",
+            kind.verb(),
+            crate::format::seconds(at.saturating_duration_since(load_started).as_secs_f64()),
+            crate::format::seconds(load_started.elapsed().as_secs_f64())
+        ));
+    }
     // The load is over: probes still running no longer run under load.
     probes_until.store(true, Ordering::Relaxed);
     // A service still frozen stays frozen through the drain (a broker that
@@ -450,7 +479,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
 }
 
 /// Inject the calibration faults that are due; thaw frozen services on time.
-fn inject_faults(stack: &mut dyn StackDriver, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>) {
+fn inject_faults(stack: &mut dyn StackDriver, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>, unmeasured: &mut Vec<String>) {
     let mut i = 0;
     while i < faults.len() {
         if now < faults[i].0 {
@@ -463,13 +492,17 @@ fn inject_faults(stack: &mut dyn StackDriver, now: Instant, faults: &mut Vec<(In
                 eprintln!("  fault: SIGKILL {service} (the stack's supervisor brings it back)");
                 if let Err(e) = stack.signal(&service, libc::SIGKILL) {
                     eprintln!("  fault: {e}");
+                    unmeasured.push(format!("fault kill {service}: {e}"));
                 }
             }
             FaultKind::Freeze(d) => {
                 eprintln!("  fault: SIGSTOP {service} for {:.0} s", d.as_secs_f64());
                 match stack.signal(&service, libc::SIGSTOP) {
                     Ok(()) => thaw.push((now + d, service)),
-                    Err(e) => eprintln!("  fault: {e}"),
+                    Err(e) => {
+                        eprintln!("  fault: {e}");
+                        unmeasured.push(format!("fault freeze {service}: {e}"));
+                    }
                 }
             }
         }

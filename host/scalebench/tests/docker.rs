@@ -136,7 +136,6 @@ fn the_ack_before_commit_control_loses_acknowledged_readings_under_docker_too() 
 }
 
 #[test]
-#[ignore = "once in a loaded CI run the node kill was never seen (restarts 0, no exit): under investigation, see the closing note"]
 fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_dies() {
     let run = docker_ladder(&[
         "--target", "nats-jetstream", "--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill", "nats-1:6s", "--soak", "14s",
@@ -148,7 +147,7 @@ fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_d
     // (more so on a loaded machine): allowed. Losing an acked one is not.
     assert!(acked > 200, "acked {acked}: {}", stderr(&run.out));
     assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
-    assert!(s["containers"]["nats-1"]["restarts"].as_u64().unwrap() >= 1, "{}", s["containers"]);
+    assert!(s["containers"]["nats-1"]["restarts"].as_u64().unwrap() >= 1, "{}\n{}", s["containers"], stderr(&run.out));
     assert_eq!(s["containers"].as_object().unwrap().len(), 3);
 }
 

@@ -204,6 +204,17 @@ fn a_broker_killed_mid_soak_and_brought_back_fails_the_step_on_the_restart() {
     assert_eq!(s["containers"]["postgres"]["restarts"], 0);
 }
 
+#[test]
+fn a_crash_test_whose_kill_never_happened_is_inconclusive_not_a_pass() {
+    // The kill is due after the load has ended: the crash test did not run.
+    let run = run_ladder(&["--kill", "mosquitto:60s", "--soak", "4s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "inconclusive", "{}", reasons(s));
+    assert!(s["unmeasured"].to_string().contains("fault kill mosquitto at 60.0 s"), "{}", s["unmeasured"]);
+    assert!(s["unmeasured"].to_string().contains("never injected"), "{}", s["unmeasured"]);
+}
+
 // ---- the one-reading check and the isolation guard ----------------------------
 
 #[test]

@@ -243,7 +243,7 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
 fn plant_shaped_data_compresses_several_times_better_than_noise() {
     // A TimescaleDB measurement of 10 M readings: 1.69 vs 8.57 bytes per reading in TimescaleDB; a storage
     // estimate from noise is ~5x off. Gorilla/delta-of-delta bit counts.
-    let opts = scalebench::cli::PluginOptions { plugin_timeout_ms: 30_000, plugin_memory_mb: 1024, cache_dir: Some(cache_dir()) };
+    let opts = scalebench::cli::PluginOptions { plugin_timeout_ms: 30_000, plugin_memory_mb: 1024, plugin_call_data_mb: 128, cache_dir: Some(cache_dir()) };
     let (plant, kinds) = scalebench::commands::gen_compression::measure(&opts, "plant-shaped", "{}", 200, 5_000, 1).unwrap();
     let (noise, _) = scalebench::commands::gen_compression::measure(&opts, "noise", "{}", 200, 5_000, 1).unwrap();
     assert!(plant < 3.0, "plant-shaped {plant:.2} B/reading");

@@ -14,3 +14,4 @@ mod study;
 mod reports;
 mod user_text;
 mod prefill;
+mod scale;

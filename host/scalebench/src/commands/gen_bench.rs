@@ -185,6 +185,7 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
         let limits = Limits {
             call_timeout: Duration::from_millis(opts.plugin_timeout_ms),
             memory_bytes: opts.plugin_memory_mb << 20,
+            call_data_bytes: opts.plugin_call_data_mb << 20,
         };
         let rt = Runtime::with_cache_dir(limits, Some(dir.clone()))?;
         let t = Instant::now();

@@ -85,6 +85,11 @@ pub trait StackDriver: Send {
     fn supervise(&mut self) -> BoxFuture<'_, Vec<String>> {
         Box::pin(async { Vec::new() })
     }
+    /// Supervise now, however recently the last pass ran: called once after
+    /// the drain so an exit near the end of the load is not missed.
+    fn supervise_now(&mut self) -> BoxFuture<'_, Vec<String>> {
+        self.supervise()
+    }
     /// Restarts, exits and OOM kills per service since the stack started.
     /// None: this stack's processes are not visible (unmeasured, never zero).
     fn health_totals(&mut self) -> Option<BTreeMap<String, ServiceHealth>> {

@@ -27,7 +27,7 @@ pub fn cache_dir() -> PathBuf {
 /// A runtime with tight limits so faults show quickly.
 pub fn runtime() -> Runtime {
     Runtime::with_cache_dir(
-        Limits { call_timeout: Duration::from_millis(500), memory_bytes: 64 << 20 },
+        Limits { call_timeout: Duration::from_millis(500), memory_bytes: 64 << 20, ..Limits::default() },
         Some(cache_dir()),
     )
     .unwrap()
