@@ -41,12 +41,28 @@ pub struct Config {
     pub scram_iterations: u32,
     /// Keep at most this many samples per point (oldest dropped); 0 = unlimited.
     pub his_cap: usize,
+    /// Calibration fault: answer every Nth hisWrite with an error grid
+    /// (HTTP 200) and store nothing of it; 0 = never.
+    pub error_one_in: u64,
+    /// Calibration fault: hisWrite requests that arrive this long after
+    /// start are never answered (the connection hangs).
+    pub stall_after: Option<Duration>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { bind: "127.0.0.1".into(), port: 0, auth: None, scram_iterations: 10_000, his_cap: 0 }
+        Config { bind: "127.0.0.1".into(), port: 0, auth: None, scram_iterations: 10_000, his_cap: 0, error_one_in: 0, stall_after: None }
     }
+}
+
+/// What the calibration faults did, by point id (`GET /test/faults`).
+#[derive(Default)]
+struct Faults {
+    his_writes: AtomicU64,
+    rejected_requests: AtomicU64,
+    /// Readings in refused hisWrite requests, by point id.
+    rejected_readings: Mutex<BTreeMap<String, u64>>,
+    stalled_requests: AtomicU64,
 }
 
 enum Handshake {
@@ -72,7 +88,11 @@ pub struct AppState {
     auth: Option<Auth>,
     his_cap: usize,
     booted: DateTime<Utc>,
+    started: Instant,
     ids: AtomicU64,
+    error_one_in: u64,
+    stall_after: Option<Duration>,
+    faults: Faults,
 }
 
 type Shared = Arc<AppState>;
@@ -444,6 +464,9 @@ async fn his_write(State(state): State<Shared>, headers: HeaderMap, body: Bytes)
     if cols.is_empty() {
         return ok(&err_grid("hisWrite: grid meta id, or value columns with id meta, required"), &headers);
     }
+    if let Some(r) = injected_fault(&state, &req, &cols, &headers).await {
+        return r;
+    }
     let mut recs = Vec::new();
     for (_, id) in &cols {
         match his_point(&state, id) {
@@ -484,6 +507,43 @@ async fn his_write(State(state): State<Shared>, headers: HeaderMap, body: Bytes)
         }
     }
     ok(&HGrid::new(), &headers)
+}
+
+/// The calibration faults of hisWrite: a stall (never answers) or every
+/// Nth request refused with an error grid, its readings counted by id.
+async fn injected_fault(state: &Shared, req: &HGrid, cols: &[(String, String)], headers: &HeaderMap) -> Option<Response> {
+    let n = state.faults.his_writes.fetch_add(1, Ordering::Relaxed) + 1;
+    if state.stall_after.is_some_and(|d| state.started.elapsed() >= d) {
+        state.faults.stalled_requests.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    if state.error_one_in == 0 || n % state.error_one_in != 0 {
+        return None;
+    }
+    state.faults.rejected_requests.fetch_add(1, Ordering::Relaxed);
+    let mut by_id = state.faults.rejected_readings.lock();
+    for row in &req.rows {
+        for (name, id) in cols {
+            if row.get(name).is_some_and(|v| !matches!(v, Kind::Null)) {
+                *by_id.entry(id.clone()).or_default() += 1;
+            }
+        }
+    }
+    Some(ok(&err_grid(format!("injected fault: hisWrite request {n} refused (--error-one-in {})", state.error_one_in)), headers))
+}
+
+/// `GET /test/faults`: what the calibration faults did, as JSON (not Haystack).
+async fn faults(State(state): State<Shared>) -> Response {
+    let f = &state.faults;
+    let by_id: Vec<String> = f.rejected_readings.lock().iter().map(|(k, v)| format!("{:?}:{v}", k)).collect();
+    let body = format!(
+        "{{\"his_writes\":{},\"rejected_requests\":{},\"stalled_requests\":{},\"rejected_readings\":{{{}}}}}",
+        f.his_writes.load(Ordering::Relaxed),
+        f.rejected_requests.load(Ordering::Relaxed),
+        f.stalled_requests.load(Ordering::Relaxed),
+        by_id.join(",")
+    );
+    ([("content-type", "application/json")], body).into_response()
 }
 
 fn day_start(d: NaiveDate) -> i64 {
@@ -629,7 +689,11 @@ pub fn app(cfg: &Config) -> Router {
         auth,
         his_cap: cfg.his_cap,
         booted: Utc::now(),
+        started: Instant::now(),
         ids: AtomicU64::new(0),
+        error_one_in: cfg.error_one_in,
+        stall_after: cfg.stall_after,
+        faults: Faults::default(),
     });
     Router::new()
         .route("/api/about", get(about).post(about))
@@ -638,6 +702,7 @@ pub fn app(cfg: &Config) -> Router {
         .route("/api/commit", post(commit))
         .route("/api/hisWrite", post(his_write))
         .route("/api/hisRead", post(his_read))
+        .route("/test/faults", get(faults))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
         .with_state(state)
 }
@@ -651,6 +716,85 @@ pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, tokio::task::Join
         let _ = axum::serve(listener, app).await;
     });
     Ok((addr, h))
+}
+
+// ---- command line ----------------------------------------------------------
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(about = "A small Haystack server for tests: about, read, commit, hisWrite, hisRead; SCRAM-SHA-256 or no auth. Not Haxall.")]
+pub struct Args {
+    /// Port to listen on (0: any free port; the ready file says which).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// SCRAM user; with --password-file. Without both, the server runs without auth.
+    #[arg(long, requires = "password_file")]
+    user: Option<String>,
+    /// File holding the user's password (trailing newline ignored).
+    #[arg(long, requires = "user")]
+    password_file: Option<PathBuf>,
+    /// PBKDF2 iterations of the stored SCRAM credentials.
+    #[arg(long, default_value_t = 10_000)]
+    scram_iterations: u32,
+    /// Keep at most this many samples per point, dropping the oldest (0: unlimited).
+    /// Haxall keeps 1,000 per point in memory unless configured.
+    #[arg(long, default_value_t = 0)]
+    his_cap: usize,
+    /// Written once listening: "port=<port>\n".
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// Calibration: answer every Nth hisWrite with an error grid (HTTP 200), storing nothing of it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    error_one_in: u64,
+    /// Calibration: never answer hisWrite requests that arrive this many seconds after start.
+    #[arg(long, value_name = "SECONDS")]
+    stall_after: Option<f64>,
+}
+
+/// The server's command line (`haystack-testserver …`, or
+/// `scalebench haystack-testserver …` as the local stack starts it).
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Result<()> {
+    let a = Args::parse_from(args);
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(serve(a))
+}
+
+async fn serve(a: Args) -> anyhow::Result<()> {
+    let auth = match (&a.user, &a.password_file) {
+        (Some(u), Some(f)) => {
+            let pw = std::fs::read_to_string(f).with_context(|| format!("reading --password-file {}", f.display()))?;
+            let pw = pw.trim_end_matches(['\n', '\r']).to_string();
+            anyhow::ensure!(!pw.is_empty(), "--password-file {} is empty", f.display());
+            Some((u.clone(), pw))
+        }
+        _ => None,
+    };
+    let cfg = crate::Config {
+        bind: a.bind.clone(),
+        port: a.port,
+        auth,
+        scram_iterations: a.scram_iterations,
+        his_cap: a.his_cap,
+        error_one_in: a.error_one_in,
+        stall_after: a.stall_after.map(Duration::from_secs_f64),
+    };
+    let with_auth = cfg.auth.is_some();
+    let (addr, handle) = crate::spawn(cfg).await?;
+    eprintln!("haystack-testserver listening on http://{addr}/api/ ({})", if with_auth { "SCRAM-SHA-256" } else { "no auth" });
+    if let Some(p) = &a.ready_file {
+        std::fs::write(p, format!("port={}\n", addr.port())).with_context(|| format!("writing --ready-file {}", p.display()))?;
+    }
+    tokio::select! {
+        _ = handle => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -72,6 +72,12 @@ pub enum Command {
     /// Compare ladder results side by side (by target, run or value model):
     /// tables with signed changes, and overlaid charts.
     Compare(CompareArgs),
+    /// Run the Haystack test server (used by the local stack of HTTP targets).
+    #[command(hide = true)]
+    HaystackTestserver {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Run the reference historian (used by the local stack).
     #[command(hide = true)]
     ReferenceHistorian {
@@ -457,6 +463,19 @@ pub struct RunArgs {
     /// External NATS stack: comma-separated nats:// URLs.
     #[arg(long)]
     pub nats_url: Option<String>,
+    /// External stack: an HTTP service the target's plan names, NAME=URL
+    /// (e.g. api=http://127.0.0.1:28080); repeat for several.
+    #[arg(long, value_name = "NAME=URL")]
+    pub service: Vec<String>,
+    /// HTTP targets: requests in flight per connection. When all are
+    /// waiting for answers the SUT is holding the generator back: pushback.
+    #[arg(long, default_value_t = 8)]
+    pub http_concurrency: u32,
+    /// The SUT account's password for targets and probe sets that log in
+    /// (their params name the `user`): the file's first line. Without it,
+    /// the SCALEBENCH_TARGET_PASSWORD environment variable; never a flag value.
+    #[arg(long, value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
     /// Crash test: SIGKILL node 1 of the local NATS cluster this long into each step's load; the supervisor brings it back.
     #[arg(long, value_name = "DURATION")]
     pub kill_nats_node_after: Option<String>,

@@ -28,6 +28,7 @@ pub mod guard;
 pub mod live_safety;
 pub mod budgets;
 pub mod canary;
+pub mod credentials;
 pub mod compression;
 pub mod prefill;
 pub mod storage_cost;
@@ -62,6 +63,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
+        Command::HaystackTestserver { args } => {
+            let argv = std::iter::once(std::ffi::OsString::from("haystack-testserver")).chain(args);
+            haystack_testserver::main_with_args(argv)
+        }
         Command::ReferenceHistorian { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
             std::process::exit(reference_historian::app::main_with_args(argv));

@@ -1,20 +1,30 @@
 //! Component glue: WIT types in, pure modules, WIT types out; HTTP through
 //! the host's http-client import, the SCRAM nonce from its entropy import.
 
+/// World `target-adapter-http-plugin`: target-adapter plus http-ingest
+/// (headers for the host's HTTP transport, and judging its responses).
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../../wit",
+        world: "target-adapter-http-plugin",
+    });
+}
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use scalebench_plugin_sdk::target_adapter::exports::scalebench::plugin::target_adapter::{
+use bindings::exports::scalebench::plugin::http_ingest::Guest as HttpIngestGuest;
+use bindings::exports::scalebench::plugin::target_adapter::{
     EncodedBatch, Guest, Message, Plan, StoragePlan, TransportPlan,
 };
-use scalebench_plugin_sdk::target_adapter::scalebench::plugin::types::{
-    HttpRequest, LogLevel, PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window,
+use bindings::scalebench::plugin::types::{
+    HttpRequest, HttpResponse, LogLevel, PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window,
 };
-use scalebench_plugin_sdk::target_adapter::scalebench::plugin::{entropy, http_client, logging};
+use bindings::scalebench::plugin::{entropy, http_client, logging};
 
 use crate::params::{self, Params};
 use crate::scram;
-use crate::wire::{his_read_answer, his_read_request, Encoded, Msg, Tag, Wire};
+use crate::wire::{his_read_answer, ingest_answer, his_read_request, Encoded, Msg, Tag, Wire};
 
 thread_local! {
     static WIRE: RefCell<Wire> = RefCell::new(Wire::new(Params::default()));
@@ -112,7 +122,7 @@ impl Guest for Haxall {
         PluginInfo {
             name: "haxall".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            abi: scalebench_plugin_sdk::ABI_VERSION.into(),
+            abi: "0.1.0".into(),
             kind: PluginKind::TargetAdapter,
             summary: "Haystack server (Haxall) over HTTP: commit topology, Zinc hisWrite readings, hisRead counting, SCRAM-SHA-256".into(),
             params_schema: params::SCHEMA.into(),
@@ -223,4 +233,26 @@ impl Guest for Haxall {
     }
 }
 
-scalebench_plugin_sdk::export_target_adapter!(Haxall);
+impl HttpIngestGuest for Haxall {
+    /// Zinc in and out, and the bearer token when a user is configured:
+    /// a fresh login on every call (the host asks once per step per
+    /// address, and again after a 401/403, so a refused token is replaced).
+    fn headers(_address: String) -> Result<Vec<(String, String)>, String> {
+        let p = params();
+        let mut h = vec![
+            ("Content-Type".to_string(), "text/zinc; charset=utf-8".to_string()),
+            ("Accept".to_string(), "text/zinc".to_string()),
+        ];
+        if let Some(a) = auth_header(&p, true)? {
+            h.push(("Authorization".into(), a));
+        }
+        Ok(h)
+    }
+
+    /// An error grid (meta `err`) answered with HTTP 200 is not an ack.
+    fn judge(_address: String, response: HttpResponse) -> Result<(), String> {
+        ingest_answer(&response.body)
+    }
+}
+
+bindings::export!(Haxall with_types_in bindings);

@@ -355,6 +355,88 @@ pub fn his_read_answer(body: &[u8], mut each: impl FnMut(i64, Option<f64>)) -> R
     Ok(n)
 }
 
+/// Is the answer to a hisWrite or commit an acknowledgement? A Haystack
+/// server answers an op error with HTTP 200 and an error grid: grid meta
+/// `err` (a marker) and `dis`. Zinc (`ver:"3.0" err dis:"..."`) or Haystack
+/// JSON (`{"meta":{"err":...}}`). Err carries the server's `dis`.
+pub fn ingest_answer(body: &[u8]) -> Result<(), String> {
+    let text = String::from_utf8_lossy(body);
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(t).map_err(|e| format!("answer is neither a Zinc grid nor Haystack JSON: {e}"))?;
+        if v["meta"].get("err").is_some() {
+            return Err(format!("error grid: {}", v["meta"]["dis"].as_str().unwrap_or("(no dis)")));
+        }
+        return Ok(());
+    }
+    let meta = t.lines().next().unwrap_or("");
+    if !meta.starts_with("ver:") {
+        return Err(format!("answer is not a Zinc grid: {:?}", meta.chars().take(80).collect::<String>()));
+    }
+    let names = meta_names(meta);
+    if names.iter().any(|(n, _)| n == "err") {
+        let dis = names.into_iter().find(|(n, _)| n == "dis").and_then(|(_, v)| v).unwrap_or_else(|| "(no dis)".into());
+        return Err(format!("error grid: {dis}"));
+    }
+    Ok(())
+}
+
+/// The tag names of a Zinc grid's meta line, with their value when it is a
+/// string; names inside strings are not names.
+fn meta_names(line: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '"' {
+            skip_string(&mut chars);
+            continue;
+        }
+        if !(c.is_ascii_lowercase()) {
+            continue;
+        }
+        let mut name = String::from(c);
+        while let Some(&d) = chars.peek() {
+            if d.is_ascii_alphanumeric() || d == '_' {
+                name.push(d);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let mut val = None;
+        if chars.peek() == Some(&':') {
+            chars.next();
+            if chars.peek() == Some(&'"') {
+                chars.next();
+                val = Some(skip_string(&mut chars));
+            } else {
+                while chars.peek().is_some_and(|d| !d.is_whitespace()) {
+                    chars.next();
+                }
+            }
+        }
+        out.push((name, val));
+    }
+    out
+}
+
+/// Read a Zinc string after its opening quote; its text, unescaped enough to show.
+fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> String {
+    let mut s = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    s.push(if n == 'n' { '\n' } else { n });
+                }
+            }
+            '"' => break,
+            _ => s.push(c),
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 pub mod tests {
     use super::*;
@@ -441,5 +523,17 @@ pub mod tests {
         assert_eq!(got[2], (1_714_564_800_500, Some(3.0)));
         let err = br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"nope"},"cols":[{"name":"empty"}],"rows":[]}"#;
         assert!(his_read_answer(err, |_, _| ()).unwrap_err().contains("nope"));
+    }
+
+    #[test]
+    fn ingest_answers_error_grids_are_not_acks() {
+        assert!(ingest_answer(b"ver:\"3.0\"\nempty\n").is_ok());
+        let e = ingest_answer(b"ver:\"3.0\" err dis:\"point \\\"x\\\" unknown\" errTrace:\"...\"\nempty\n").unwrap_err();
+        assert!(e.contains("point \"x\" unknown"), "{e}");
+        // "err" inside a string is not the marker.
+        assert!(ingest_answer(b"ver:\"3.0\" dis:\"no err here\"\nempty\n").is_ok());
+        assert!(ingest_answer(br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"nope"},"cols":[],"rows":[]}"#).unwrap_err().contains("nope"));
+        assert!(ingest_answer(br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[],"rows":[]}"#).is_ok());
+        assert!(ingest_answer(b"<html>oops</html>").is_err());
     }
 }

@@ -1,0 +1,193 @@
+//! HTTP targets end to end: the `haxall` adapter over scalebench's HTTP
+//! transport against the Haystack test server (a real process: the local
+//! stack's child, or one the test starts for `--stack external`), with and
+//! without SCRAM, and the calibration faults of HTTP ingest: error grids
+//! answered with 200 must be counted as refused to the reading, and a
+//! server that stops answering must fail the step on pushback.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::ladder::{assert_no_stack_processes, free_base_port, step0, Run, ONE_STACK_AT_A_TIME};
+
+/// Ladder args for the haxall target: 1k and 2.5k points every 5 s
+/// (`make run`'s steps), short soaks.
+fn haxall_args(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run", "--target", "haxall", "--model", "plant-shaped", "--steps", "1k,2.5k", "--warmup", "2s", "--soak", "8s",
+        "--sample-every", "2s", "--drain-timeout", "30s", "--connections", "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(["--results-dir".into(), dir.join("results").display().to_string()]);
+    a.extend(["--run-dir".into(), dir.join("stack").display().to_string()]);
+    a.extend(["--base-port".into(), free_base_port().to_string()]);
+    for pair in extra.chunks(2) {
+        match a.iter().position(|x| x == pair[0]) {
+            Some(i) if pair.len() == 2 => a[i + 1] = pair[1].to_string(),
+            _ => a.extend(pair.iter().map(|s| s.to_string())),
+        }
+    }
+    a
+}
+
+fn run_haxall(extra: &[&str], env: &[(&str, &str)]) -> Run {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(haxall_args(dir.path(), extra))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert_no_stack_processes(&dir.path().join("stack"));
+    Run { out, dir }
+}
+
+fn reasons(s: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(&s["reasons"]).unwrap()
+}
+
+/// Every step passed with stored = acked second by second, canaries seen
+/// and every haystack probe measured within budget.
+fn assert_clean_haxall_ladder(run: &Run) {
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    assert_eq!(r["probes"], "haystack", "the haxall target runs the haystack probe set");
+    let steps = r["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{}", stderr(&run.out));
+    for s in steps {
+        assert_eq!(s["status"], "pass", "{} points: {}\n{}", s["points"], reasons(s), stderr(&run.out));
+        let acked = s["ingest"]["acked"].as_u64().unwrap();
+        assert!(acked > 0);
+        assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+        assert_eq!(s["ingest"]["short_seconds_count"], 0);
+        assert_eq!(s["generator"]["rejected"], 0);
+        assert!(s["lag"]["canaries_seen"].as_u64().unwrap() >= 3, "{}", s["lag"]);
+        assert_eq!(s["lag"]["lost"], 0);
+        let probes = s["probes"].as_array().unwrap();
+        let names: Vec<&str> = probes.iter().filter_map(|p| p["name"].as_str()).collect();
+        for want in ["read-point", "read-equip", "his-read-today", "his-read-1000", "about"] {
+            assert!(names.contains(&want), "probe {want} missing: {names:?}");
+        }
+        assert!(probes.iter().all(|p| p["ok"] == true && p["median_s"].as_f64().is_some()), "{probes:?}");
+    }
+    assert_eq!(r["max_passing_points"], 2500);
+}
+
+#[test]
+fn a_haxall_ladder_without_auth_stores_what_was_acked() {
+    let run = run_haxall(&[], &[]);
+    assert_clean_haxall_ladder(&run);
+}
+
+#[test]
+fn a_haxall_ladder_with_scram_logs_in_with_a_password_from_a_file() {
+    let secrets = tempfile::tempdir().unwrap();
+    let file = secrets.path().join("pw");
+    std::fs::write(&file, "s3cret-for-scram\n").unwrap();
+    let run = run_haxall(&["--target-params", r#"{"user":"su"}"#, "--probe-params", r#"{"user":"su"}"#, "--credentials-file", file.to_str().unwrap()], &[]);
+    assert_clean_haxall_ladder(&run);
+    // The password is nowhere in the result or the output.
+    let text = std::fs::read_to_string(std::fs::read_dir(run.dir.path().join("results")).unwrap().next().unwrap().unwrap().path()).unwrap();
+    assert!(!text.contains("s3cret-for-scram"));
+    assert!(!stderr(&run.out).contains("s3cret-for-scram"));
+}
+
+#[test]
+fn a_password_on_the_command_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(haxall_args(dir.path(), &["--target-params", r#"{"user":"su","password":"x"}"#]))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--credentials-file"), "{}", stderr(&out));
+}
+
+/// The test server as a process of the test's own, for `--stack external`.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let child = Command::new(bin())
+            .args(["haystack-testserver", "--port", "0", "--ready-file", ready.to_str().unwrap()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "test server not ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let text = std::fs::read_to_string(&ready).unwrap();
+        let port = text.trim().trim_start_matches("port=").parse().unwrap();
+        Server { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// What the calibration faults did (`GET /test/faults`).
+    fn faults(&self) -> serde_json::Value {
+        let body = ureq::get(&format!("{}/test/faults", self.url())).call().unwrap().into_string().unwrap();
+        serde_json::from_str(&body).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run_external(server: &Server, extra: &[&str]) -> Run {
+    let service = format!("api={}", server.url());
+    let mut args = vec!["--stack", "external", "--service", service.as_str(), "--steps", "1k", "--probes", "none"];
+    args.extend_from_slice(extra);
+    run_haxall(&args, &[])
+}
+
+#[test]
+fn error_grids_answered_with_200_are_refused_readings_to_the_reading() {
+    let server = Server::start(&["--error-one-in", "50"]);
+    let run = run_external(&server, &[]);
+    let r = run.result();
+    let s = step0(&r);
+    let f = server.faults();
+    // Readings the server refused, canaries excluded (they are not readings).
+    let refused: u64 = f["rejected_readings"].as_object().unwrap().iter().filter(|(id, _)| !id.ends_with("canary")).map(|(_, n)| n.as_u64().unwrap()).sum();
+    assert!(f["rejected_requests"].as_u64().unwrap() >= 10, "{f}");
+    assert!(refused > 0, "{f}");
+    assert_eq!(s["generator"]["rejected"].as_u64().unwrap(), refused, "{f}\n{}", stderr(&run.out));
+    // Refused readings are never acked, so what was acked was stored.
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("refused") && reasons(s).contains("injected fault"), "{}", reasons(s));
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_step_on_pushback() {
+    // Answers for the topology and the first seconds, then hangs every hisWrite.
+    let server = Server::start(&["--stall-after", "6"]);
+    let run = run_external(&server, &["--warmup", "1s", "--soak", "10s", "--drain-timeout", "5s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("pushback"), "{}", reasons(s));
+    assert!(s["generator"]["held_back_s"].as_f64().unwrap() > 3.0, "{}", s["generator"]);
+}
