@@ -133,7 +133,11 @@ impl Guest for Haxall {
     fn configure(params_json: String) -> Result<Plan, String> {
         let p = Params::from_json(&params_json)?;
         let plan = Plan { transport: TransportPlan::Http, storage: StoragePlan::Http(p.service.clone()), services: vec![p.service.clone()] };
-        WIRE.with(|w| *w.borrow_mut() = Wire::new(p));
+        let mut wire = Wire::new(p);
+        // The canary's records are committed by `preflight`, before the
+        // host's one-reading check; topology leaves them out.
+        wire.canary_in_topology = false;
+        WIRE.with(|w| *w.borrow_mut() = wire);
         TOKEN.with(|t| *t.borrow_mut() = None);
         Ok(plan)
     }
@@ -176,6 +180,10 @@ impl Guest for Haxall {
                 "{} already holds records tagged scalebench (from an earlier run): the commit of this run's ids would collide. Start from an empty server or set another `id-prefix`.",
                 p.service
             ));
+        }
+        // The canary's site and point, so a canary can land before step 1.
+        for grid in WIRE.with(|w| w.borrow().canary_records()) {
+            call(&p, "commit", Some(grid))?;
         }
         Ok(())
     }

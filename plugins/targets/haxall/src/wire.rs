@@ -65,6 +65,10 @@ pub struct Wire {
     sites: BTreeSet<u32>,
     equips: BTreeSet<(u32, u32)>,
     canary_sent: bool,
+    /// The first `topology` call adds the canary's records (true by
+    /// default); false when they are committed by other means
+    /// ([`Wire::canary_records`], from the component's `preflight`).
+    pub canary_in_topology: bool,
     /// Payload ts of the first canary: canaries are read back from there.
     pub first_canary_ms: Option<i64>,
 }
@@ -72,7 +76,7 @@ pub struct Wire {
 impl Wire {
     pub fn new(params: Params) -> Wire {
         let tz = params.tz();
-        Wire { params, tz, points: Vec::new(), sites: BTreeSet::new(), equips: BTreeSet::new(), canary_sent: false, first_canary_ms: None }
+        Wire { params, tz, points: Vec::new(), sites: BTreeSet::new(), equips: BTreeSet::new(), canary_sent: false, canary_in_topology: true, first_canary_ms: None }
     }
 
     pub fn site_id(&self, site: u32) -> String {
@@ -112,6 +116,9 @@ impl Wire {
     /// `commit` "add" grids: new sites, new equips, then points (1,000 rows a
     /// message), and the canary point with the first call.
     pub fn topology(&mut self, tags: &[Tag]) -> Vec<Msg> {
+        if !self.canary_in_topology {
+            self.canary_sent = true;
+        }
         let addr = self.params.address("commit");
         let tz = self.tz.name.clone();
         let mut out = Vec::new();
@@ -188,6 +195,20 @@ impl Wire {
             self.canary_sent = true;
         }
         out
+    }
+
+    /// `commit` "add" grids of the canary's own site and point: what the
+    /// first `topology` call adds, for committing before any topology.
+    pub fn canary_records(&self) -> Vec<String> {
+        let tz = &self.tz.name;
+        let mut site = format!("ver:\"3.0\" commit:\"add\"\nid,dis,site,scalebench,tz\n@{}.canarySite,\"scalebench canary site\",M,M,", self.params.id_prefix);
+        zinc::write_str(&mut site, tz);
+        site.push('\n');
+        let mut point = String::from("ver:\"3.0\" commit:\"add\"\nid,dis,point,his,scalebench,kind,tz,siteRef\n");
+        let _ = write!(point, "@{},\"scalebench lag canary\",M,M,M,\"Number\",", self.canary_id());
+        zinc::write_str(&mut point, tz);
+        let _ = writeln!(point, ",@{}.canarySite", self.params.id_prefix);
+        vec![site, point]
     }
 
     /// hisWrite grids of at most `his-write-batch` readings each. Readings of
