@@ -192,3 +192,151 @@ fn a_server_that_stops_answering_fails_the_step_on_pushback() {
     assert!(reasons(s).contains("pushback"), "{}", reasons(s));
     assert!(s["generator"]["held_back_s"].as_f64().unwrap() > 3.0, "{}", s["generator"]);
 }
+
+// ---- the template adapter, built outside the repository --------------------
+
+/// A small JSON ingest server: the API the template adapter speaks
+/// (see plugins/template-adapter/src/lib.rs), storing counts in memory.
+mod ingest_server {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::Uri;
+    use axum::routing::{get, post};
+    use axum::Router;
+
+    #[derive(Default)]
+    pub struct Store {
+        pub by_second: Mutex<BTreeMap<i64, u64>>,
+        pub canaries: Mutex<BTreeSet<u64>>,
+        pub points: Mutex<u64>,
+    }
+
+    type S = State<Arc<Store>>;
+
+    fn query(uri: &Uri, key: &str) -> Option<i64> {
+        uri.query()?.split('&').find_map(|kv| kv.strip_prefix(&format!("{key}=")).and_then(|v| v.parse().ok()))
+    }
+
+    async fn ingest(State(s): S, body: Bytes) -> String {
+        let v: serde_json::Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => return format!("{{\"error\":\"{e}\"}}"),
+        };
+        let mut m = s.by_second.lock().unwrap();
+        let rows = v.as_array().cloned().unwrap_or_default();
+        for r in &rows {
+            *m.entry(r["ts"].as_i64().unwrap().div_euclid(1000) * 1000).or_default() += 1;
+        }
+        format!("{{\"accepted\":{}}}", rows.len())
+    }
+
+    async fn topology(State(s): S, body: Bytes) -> &'static str {
+        *s.points.lock().unwrap() += body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64;
+        "{}"
+    }
+
+    async fn canary(State(s): S, body: Bytes) -> &'static str {
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        s.canaries.lock().unwrap().insert(v["seq"].as_u64().unwrap());
+        "{}"
+    }
+
+    async fn stored(State(s): S, uri: Uri) -> String {
+        let (a, b) = (query(&uri, "start").unwrap(), query(&uri, "end").unwrap());
+        let rows: Vec<String> = s.by_second.lock().unwrap().range(a..b).map(|(k, v)| format!("[{k},{v}]")).collect();
+        format!("[{}]", rows.join(","))
+    }
+
+    async fn canaries(State(s): S, uri: Uri) -> String {
+        let from = query(&uri, "from").unwrap_or(0) as u64;
+        let v: Vec<String> = s.canaries.lock().unwrap().range(from..).map(|x| x.to_string()).collect();
+        format!("[{}]", v.join(","))
+    }
+
+    /// Serve on a free loopback port in a thread of its own; the base URL.
+    pub fn start(store: Arc<Store>) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let app = Router::new()
+                    .route("/ingest", post(ingest))
+                    .route("/topology", post(topology))
+                    .route("/canary", post(canary))
+                    .route("/stored", get(stored))
+                    .route("/canaries", get(canaries))
+                    .route("/count", get(|| async { "{}" }))
+                    .with_state(store);
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(l, app).await.unwrap();
+            });
+        });
+        url
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            if e.file_name() != "target" {
+                copy_dir(&e.path(), &to.join(e.file_name()));
+            }
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_template_adapter_keeps_its_own_copy_of_the_contract() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let wit = std::fs::read_to_string(root.join("wit/plugin.wit")).unwrap();
+    let copy = std::fs::read_to_string(root.join("plugins/template-adapter/wit/plugin.wit")).unwrap();
+    assert!(wit == copy, "plugins/template-adapter/wit/plugin.wit differs from wit/plugin.wit: copy it again");
+}
+
+#[test]
+fn the_template_adapter_copied_out_of_the_repository_builds_and_runs_a_step() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let work = tempfile::tempdir().unwrap();
+    let crate_dir = work.path().join("my-adapter");
+    copy_dir(&root.join("plugins/template-adapter"), &crate_dir);
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("template-adapter-target");
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--offline", "--release", "--target", "wasm32-wasip2"])
+        .current_dir(&crate_dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "building the copied template failed:\n{}", stderr(&out));
+    let wasm = target.join("wasm32-wasip2/release/template_adapter.wasm");
+
+    let store = std::sync::Arc::new(ingest_server::Store::default());
+    let url = ingest_server::start(store.clone());
+    let service = format!("ingest={url}");
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let args = crate::ladder::ladder_args(
+        dir.path(),
+        &["--target", wasm.to_str().unwrap(), "--stack", "external", "--service", service.as_str(), "--probes", "none", "--soak", "6s"],
+    );
+    let out = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let run = Run { out, dir };
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 7);
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert_eq!(s["lag"]["lost"], 0);
+    assert_eq!(*store.points.lock().unwrap(), 200);
+}
