@@ -72,6 +72,17 @@ pub fn with_password(params_json: &str, password: Option<&Secret>) -> String {
     serde_json::Value::Object(map).to_string()
 }
 
+/// `params_json` without `user` (and `password`): for calls made before
+/// any stack runs, where a plugin must not try to log in.
+pub fn without_login(params_json: &str) -> String {
+    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(params_json) else {
+        return params_json.to_string();
+    };
+    map.remove("user");
+    map.remove("password");
+    serde_json::Value::Object(map).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +97,6 @@ mod tests {
         assert!(!format!("{s:?}").contains("hunter2"));
         assert!(refuse_in_params("--target-params", r#"{"user":"su","password":"x"}"#).unwrap_err().contains("--credentials-file"));
         assert!(refuse_in_params("--target-params", r#"{"user":"su"}"#).is_ok());
+        assert_eq!(without_login(r#"{"user":"su","service":"api"}"#), r#"{"service":"api"}"#);
     }
 }

@@ -334,7 +334,10 @@ fn the_template_adapter_copied_out_of_the_repository_builds_and_runs_a_step() {
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let s = step0(&r);
-    assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    // An external stack's processes are not scalebench's: restarts are
+    // unmeasured, so the step is inconclusive for that reason alone.
+    let why: Vec<&str> = s["reasons"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
+    assert!(why.iter().all(|r| r.starts_with("not measured: restarts")), "{}\n{}", reasons(s), stderr(&run.out));
     assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 7);
     assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
     assert_eq!(s["lag"]["lost"], 0);

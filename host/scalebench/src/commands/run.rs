@@ -129,7 +129,8 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
         hint: format!("add \"{}\": {{...}} under \"probe_sets\" (mark each budget \"source\": \"provisional\" until measured), or run with --probes none", ps.info.name),
     })?;
     let budgets = &budgets;
-    let probes = ps.setup(&cfg.probe_params, &tags).map_err(crate::commands::gen::user_error)?;
+    // Only the probes' names are needed here, before any stack runs: no login.
+    let probes = ps.setup(&crate::credentials::without_login(&cfg.probe_params), &tags).map_err(crate::commands::gen::user_error)?;
     let names: Vec<&str> = probes.iter().map(|p| p.name.as_str()).collect();
     if let Some(missing) = names.iter().find(|n| budgets.get(n).is_none()) {
         return Err(crate::error::Error::Budgets {
