@@ -343,3 +343,19 @@ fn the_template_adapter_copied_out_of_the_repository_builds_and_runs_a_step() {
     assert_eq!(s["lag"]["lost"], 0);
     assert_eq!(*store.points.lock().unwrap(), 200);
 }
+
+#[test]
+fn a_budgets_file_without_the_probe_sets_budgets_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = dir.path().join("budgets.json");
+    std::fs::write(&budgets, r#"{"probe_sets": {"historian-sql": {"latest-all": {"budget_s": 1.0}}}}"#).unwrap();
+    let out = Command::new(bin())
+        .args(haxall_args(dir.path(), &["--budgets", budgets.to_str().unwrap()]))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("no budgets for probe set `haystack`") && e.contains("historian-sql") && e.contains("hint:"), "{e}");
+    assert!(!dir.path().join("stack").exists(), "nothing should have started");
+}
