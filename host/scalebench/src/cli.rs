@@ -176,6 +176,29 @@ pub enum BenchCommand {
     /// Prefill rows/s into the local durable PostgreSQL, beside psql \copy
     /// of the same rows from a file and a COPY written a row at a time.
     Prefill(PrefillBenchArgs),
+    /// scalebench's HTTP publish rate (the haxall adapter's hisWrite bodies
+    /// through the HTTP transport, judged) beside a plain hyper client
+    /// posting the same bodies with the same concurrency, against the local
+    /// Haystack test server.
+    Http(HttpBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HttpBenchArgs {
+    /// Points (each a record on the server, one reading per message set).
+    #[arg(long, default_value = "10k")]
+    pub points: String,
+    /// hisWrite requests each arm posts.
+    #[arg(long, default_value_t = 4000)]
+    pub messages: usize,
+    /// Readings per hisWrite request.
+    #[arg(long, default_value_t = 50)]
+    pub batch: u32,
+    /// Connections (tasks) and requests in flight per connection, for both arms.
+    #[arg(long, default_value_t = 2)]
+    pub connections: u32,
+    #[arg(long, default_value_t = 8)]
+    pub window: u32,
 }
 
 #[derive(Debug, Args)]

@@ -57,6 +57,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
         Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
         Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
+        Command::Bench { what: cli::BenchCommand::Http(args) } => commands::bench_http::run(&cli.plugin, args),
         Command::Prefill(args) => commands::prefill::run(&cli.plugin, args),
         Command::Storage(args) => commands::storage::run(&cli.plugin, args),
         Command::Table { files } => commands::table::run(&files),

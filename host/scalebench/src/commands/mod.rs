@@ -13,4 +13,5 @@ pub mod bench;
 pub mod stack;
 pub mod prefill;
 pub mod storage;
+pub mod bench_http;
 pub mod bench_prefill;
