@@ -189,7 +189,7 @@ pub struct HttpBenchArgs {
     #[arg(long, default_value = "10k")]
     pub points: String,
     /// hisWrite requests each arm posts.
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 10_000)]
     pub messages: usize,
     /// Readings per hisWrite request.
     #[arg(long, default_value_t = 50)]
