@@ -31,7 +31,7 @@ pub const SCHEMA: &str = r#"{
     "id-prefix": {"type": "string", "default": "sb", "description": "the haxall adapter's id-prefix: probes name the run's points by id"},
     "his-read-points": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 1000, "description": "points in the his-read-<n> probe"},
     "user": {"type": "string", "default": "", "description": "SCRAM-SHA-256 user; empty without auth"},
-    "password": {"type": "string", "default": "", "description": "password of user (temporary: the host will supply credentials)"}
+    "password": {"type": "string", "default": "", "description": "password of user, added by the host from --credentials-file or SCALEBENCH_TARGET_PASSWORD; never give it on the command line"}
   }
 }"#;
 
@@ -45,7 +45,7 @@ impl Params {
             return Err("haystack probes params: `service` is empty".into());
         }
         if !p.user.is_empty() && p.password.is_empty() {
-            return Err("haystack probes params: `user` is set but `password` is empty".into());
+            return Err("haystack probes params: `user` is set but no password was given (pass --credentials-file PATH or set SCALEBENCH_TARGET_PASSWORD)".into());
         }
         if p.his_read_points == 0 {
             return Err("haystack probes params: `his-read-points` must be at least 1".into());

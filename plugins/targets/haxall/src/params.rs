@@ -17,8 +17,8 @@ pub struct Params {
     pub his_read_batch: u32,
     /// SCRAM user; empty = the server runs without auth.
     pub user: String,
-    /// Password of `user`. Stand-in until the host supplies credentials from
-    /// a file or the environment (docs/haxall-adapter.md).
+    /// Password of `user`: the host adds it from `--credentials-file` or
+    /// `SCALEBENCH_TARGET_PASSWORD` (docs/plugin-contract.md, "Credentials").
     pub password: String,
     /// Time zone of the point records and of written timestamps.
     pub tz: String,
@@ -51,7 +51,7 @@ pub const SCHEMA: &str = r#"{
     "his-write-batch": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 250, "description": "readings per hisWrite request (one point: a plain hisWrite grid; several: the batch form, one v<n> column per point)"},
     "his-read-batch": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 500, "description": "point ids per hisRead request when counting stored readings (1 = one hisRead per point)"},
     "user": {"type": "string", "default": "", "description": "SCRAM-SHA-256 user; empty when the server runs without auth"},
-    "password": {"type": "string", "default": "", "description": "password of user; temporary: the host will supply credentials from a file or the environment"},
+    "password": {"type": "string", "default": "", "description": "password of user, added by the host from --credentials-file or SCALEBENCH_TARGET_PASSWORD; never give it on the command line"},
     "tz": {"type": "string", "default": "UTC", "description": "time zone of point records and timestamps: UTC or a fixed-offset zone GMT+n/GMT-n"},
     "id-prefix": {"type": "string", "default": "sb", "description": "first segment of the ids of the site, equip and point records created (Ref characters only)"}
   }
@@ -86,7 +86,7 @@ impl Params {
             return Err("haxall params: `his-read-batch` must be 1..=10000 ids".into());
         }
         if !self.user.is_empty() && self.password.is_empty() {
-            return Err("haxall params: `user` is set but `password` is empty".into());
+            return Err("haxall params: `user` is set but no password was given (pass --credentials-file PATH or set SCALEBENCH_TARGET_PASSWORD)".into());
         }
         Tz::parse(&self.tz).map_err(|e| format!("haxall params: `tz`: {e}"))?;
         if self.id_prefix.is_empty() || !self.id_prefix.chars().all(zinc::is_ref_char) {
