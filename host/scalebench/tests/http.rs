@@ -359,3 +359,15 @@ fn a_budgets_file_without_the_probe_sets_budgets_is_refused_before_anything_star
     assert!(e.contains("no budgets for probe set `haystack`") && e.contains("historian-sql") && e.contains("hint:"), "{e}");
     assert!(!dir.path().join("stack").exists(), "nothing should have started");
 }
+
+#[test]
+fn the_haystack_compose_file_passes_the_isolation_guard() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compose/haystack.yml");
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("scale.env");
+    std::fs::write(&env_file, "X=1\n").unwrap();
+    std::fs::set_permissions(&env_file, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600)).unwrap();
+    let env = [("SCALE_HAYSTACK_PORT".to_string(), free_base_port().to_string())].into();
+    let p = scalebench::stack::compose::load(&file, &env, &env_file, Some("scale-haystack-test"), &Default::default(), None, 2).unwrap();
+    scalebench::stack::compose::check(&p, Path::new("/work/checkout"), true).unwrap();
+}

@@ -36,6 +36,7 @@ pub fn compose_file_for(plan: &Plan, nodes: u32) -> PathBuf {
     let name = match plan.transport {
         TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore if nodes >= 3 => "nats-3.yml",
         TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore => "nats.yml",
+        TransportPlan::Http => "haystack.yml",
         _ => "historian.yml",
     };
     compose_dir().join(name)
@@ -49,7 +50,7 @@ pub fn free_port(from: u16) -> anyhow::Result<u16> {
 }
 
 /// Free 2xxxx ports for a compose file's published ports, from `base`:
-/// SCALE_MQTT_PORT, SCALE_PG_PORT, SCALE_NATS_PORT_0..2.
+/// SCALE_MQTT_PORT, SCALE_PG_PORT, SCALE_NATS_PORT_0..2, SCALE_HAYSTACK_PORT.
 pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
     let mut env = BTreeMap::new();
     let mqtt = free_port(base)?;
@@ -62,6 +63,7 @@ pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
         env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
         next = p + 1;
     }
+    env.insert("SCALE_HAYSTACK_PORT".to_string(), free_port(next)?.to_string());
     Ok(env)
 }
 
