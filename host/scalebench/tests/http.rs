@@ -371,3 +371,16 @@ fn the_haystack_compose_file_passes_the_isolation_guard() {
     let p = scalebench::stack::compose::load(&file, &env, &env_file, Some("scale-haystack-test"), &Default::default(), None, 2).unwrap();
     scalebench::stack::compose::check(&p, Path::new("/work/checkout"), true).unwrap();
 }
+
+#[test]
+fn killing_the_local_haystack_server_is_a_restart_and_the_loss_of_what_it_held() {
+    // The test server keeps its history in memory: killed, it comes back empty.
+    let run = run_haxall(&["--steps", "1k", "--kill", "haystack:5s", "--probes", "none"], &[]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    let why = reasons(s);
+    assert!(why.contains("haystack: restart") && why.contains("SIGKILL"), "{why}");
+    assert!(why.contains("data loss"), "{why}");
+    assert!(s["ingest"]["stored"].as_u64().unwrap() < s["ingest"]["acked"].as_u64().unwrap());
+}

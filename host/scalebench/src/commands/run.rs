@@ -112,6 +112,14 @@ fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
     Ok(out)
 }
 
+/// No services and no log lines: the probe set's `setup` runs here only to
+/// learn its probes' names, before any stack exists, and what it would say
+/// about the missing server is noise.
+struct Quiet;
+impl plugin_runtime::HostServices for Quiet {
+    fn log(&self, _: &str, _: plugin_runtime::types::LogLevel, _: &str) {}
+}
+
 /// The budgets of the run's probe set (by the set's name), checked: every
 /// probe of the set has a budget, and every budget names a probe of the
 /// set: a typo is an error before anything starts.
@@ -122,7 +130,7 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
     model.configure(&cfg.model_params).map_err(crate::commands::gen::user_error)?;
     let first = cfg.steps.first().copied().unwrap_or(1).min(1000) as u32;
     let tags = model.tags(cfg.seed, 0, first)?;
-    let mut ps = plugin_runtime::ProbeSet::instantiate(rt, &plugin, Arc::new(plugin_runtime::NoServices))?;
+    let mut ps = plugin_runtime::ProbeSet::instantiate(rt, &plugin, Arc::new(Quiet))?;
     let file = all.path.display().to_string();
     let budgets = all.for_set(&ps.info.name).ok_or_else(|| crate::error::Error::Budgets {
         problem: format!("{file} has no budgets for probe set `{}` (it has budgets for: {})", ps.info.name, all.set_names().collect::<Vec<_>>().join(", ")),

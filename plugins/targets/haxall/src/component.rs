@@ -107,10 +107,34 @@ fn call_raw(p: &Params, op: &str, body: Option<String>) -> Result<Vec<u8>, Strin
     unreachable!()
 }
 
+/// An error for a record the server does not know ("unknown rec @x" here,
+/// `UnknownRecErr` in Haxall).
+fn unknown_rec(e: &str) -> bool {
+    e.to_ascii_lowercase().replace(' ', "").contains("unknownrec")
+}
+
 fn his_read(p: &Params, ids: &[String], range: &str, mut each: impl FnMut(i64, Option<f64>)) -> Result<(), String> {
     for chunk in ids.chunks(p.his_read_batch as usize) {
         let body = call_raw(p, "hisRead", Some(his_read_request(chunk, range)))?;
-        his_read_answer(&body, &mut each)?;
+        match his_read_answer(&body, &mut each) {
+            Ok(_) => {}
+            // A record the server no longer knows (it lost its database)
+            // holds nothing: read the batch's ids one by one, counting an
+            // unknown one as empty, so the loss is measured, not an error.
+            Err(e) if unknown_rec(&e) && chunk.len() > 1 => {
+                for id in chunk {
+                    let body = call_raw(p, "hisRead", Some(his_read_request(std::slice::from_ref(id), range)))?;
+                    match his_read_answer(&body, &mut each) {
+                        Err(e) if unknown_rec(&e) => {}
+                        r => {
+                            r?;
+                        }
+                    }
+                }
+            }
+            Err(e) if unknown_rec(&e) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
