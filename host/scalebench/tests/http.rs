@@ -36,6 +36,11 @@ fn haxall_args(dir: &Path, extra: &[&str]) -> Vec<String> {
 
 fn run_haxall(extra: &[&str], env: &[(&str, &str)]) -> Run {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    run_haxall_unlocked(extra, env)
+}
+
+/// [`run_haxall`] for a caller that holds `ONE_STACK_AT_A_TIME` already.
+fn run_haxall_unlocked(extra: &[&str], env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
         .args(haxall_args(dir.path(), extra))
@@ -156,15 +161,18 @@ impl Drop for Server {
     }
 }
 
+/// A ladder against `server`; the caller holds `ONE_STACK_AT_A_TIME` from
+/// before the server started (its faults are timed from its start).
 fn run_external(server: &Server, extra: &[&str]) -> Run {
     let service = format!("api={}", server.url());
     let mut args = vec!["--stack", "external", "--service", service.as_str(), "--steps", "1k", "--probes", "none"];
     args.extend_from_slice(extra);
-    run_haxall(&args, &[])
+    run_haxall_unlocked(&args, &[])
 }
 
 #[test]
 fn error_grids_answered_with_200_are_refused_readings_to_the_reading() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = Server::start(&["--error-one-in", "50"]);
     let run = run_external(&server, &[]);
     let r = run.result();
@@ -184,6 +192,7 @@ fn error_grids_answered_with_200_are_refused_readings_to_the_reading() {
 #[test]
 fn a_server_that_stops_answering_fails_the_step_on_pushback() {
     // Answers for the topology and the first seconds, then hangs every hisWrite.
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = Server::start(&["--stall-after", "6"]);
     let run = run_external(&server, &["--warmup", "1s", "--soak", "10s", "--drain-timeout", "5s"]);
     let r = run.result();
