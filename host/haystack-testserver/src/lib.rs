@@ -47,11 +47,14 @@ pub struct Config {
     /// Calibration fault: hisWrite requests that arrive this long after
     /// start are never answered (the connection hangs).
     pub stall_after: Option<Duration>,
+    /// Bearer tokens expire this long after login (403 afterwards, as a
+    /// session timeout would); None = never.
+    pub token_ttl: Option<Duration>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { bind: "127.0.0.1".into(), port: 0, auth: None, scram_iterations: 10_000, his_cap: 0, error_one_in: 0, stall_after: None }
+        Config { bind: "127.0.0.1".into(), port: 0, auth: None, scram_iterations: 10_000, his_cap: 0, error_one_in: 0, stall_after: None, token_ttl: None }
     }
 }
 
@@ -76,7 +79,10 @@ struct Auth {
     user: String,
     creds: ScramCredentials,
     handshakes: Mutex<HashMap<String, Handshake>>,
-    tokens: RwLock<HashMap<String, String>>,
+    /// Bearer token → (user, when issued).
+    tokens: RwLock<HashMap<String, (String, Instant)>>,
+    /// Tokens older than this are refused (403); None = never expire.
+    token_ttl: Option<Duration>,
 }
 
 /// Samples of one point by epoch ms.
@@ -174,7 +180,7 @@ fn check_bearer(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
     let (scheme, p) = parse_params(h);
     if scheme == "BEARER" {
         if let Some(t) = p.get("authToken") {
-            if auth.tokens.read().contains_key(t) {
+            if auth.tokens.read().get(t).is_some_and(|(_, at)| auth.token_ttl.is_none_or(|ttl| at.elapsed() < ttl)) {
                 return Ok(());
             }
         }
@@ -239,7 +245,7 @@ async fn about(State(state): State<Shared>, headers: HeaderMap) -> Response {
                 Some(Handshake::First(hs, _)) => match server_verify_final(&hs, &STANDARD.encode(msg.as_bytes())) {
                     Ok(sig) => {
                         let auth_token = random_token(24);
-                        auth.tokens.write().insert(auth_token.clone(), hs.username.clone());
+                        auth.tokens.write().insert(auth_token.clone(), (hs.username.clone(), Instant::now()));
                         let fin = format!("v={}", STANDARD.encode(sig));
                         (
                             StatusCode::OK,
@@ -681,6 +687,7 @@ pub fn app(cfg: &Config) -> Router {
             creds: derive_credentials(pw, &salt, cfg.scram_iterations),
             handshakes: Mutex::new(HashMap::new()),
             tokens: RwLock::new(HashMap::new()),
+            token_ttl: cfg.token_ttl,
         }
     });
     let state: Shared = Arc::new(AppState {
@@ -756,6 +763,9 @@ pub struct Args {
     /// Calibration: never answer hisWrite requests that arrive this many seconds after start.
     #[arg(long, value_name = "SECONDS")]
     stall_after: Option<f64>,
+    /// Bearer tokens expire this many seconds after login (403 afterwards).
+    #[arg(long, value_name = "SECONDS")]
+    token_ttl: Option<f64>,
 }
 
 /// The server's command line (`haystack-testserver …`, or
@@ -783,6 +793,7 @@ async fn serve(a: Args) -> anyhow::Result<()> {
         his_cap: a.his_cap,
         error_one_in: a.error_one_in,
         stall_after: a.stall_after.map(Duration::from_secs_f64),
+        token_ttl: a.token_ttl.map(Duration::from_secs_f64),
     };
     let with_auth = cfg.auth.is_some();
     let (addr, handle) = crate::spawn(cfg).await?;

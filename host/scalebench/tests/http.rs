@@ -393,3 +393,20 @@ fn killing_the_local_haystack_server_is_a_restart_and_the_loss_of_what_it_held()
     assert!(why.contains("data loss"), "{why}");
     assert!(s["ingest"]["stored"].as_u64().unwrap() < s["ingest"]["acked"].as_u64().unwrap());
 }
+
+#[test]
+fn an_expired_token_is_replaced_by_a_new_login_and_nothing_is_refused() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let secrets = tempfile::tempdir().unwrap();
+    let pw = secrets.path().join("pw");
+    std::fs::write(&pw, "ttl-test-pw\n").unwrap();
+    // Tokens live 3 s: several expire during the step.
+    let server = Server::start(&["--user", "su", "--password-file", pw.to_str().unwrap(), "--token-ttl", "3"]);
+    let run = run_external(&server, &["--target-params", r#"{"user":"su"}"#, "--credentials-file", pw.to_str().unwrap()]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["generator"]["rejected"], 0, "{}\n{}", reasons(s), stderr(&run.out));
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 8);
+    assert!(!reasons(s).contains("refused") && !reasons(s).contains("data loss"), "{}", reasons(s));
+}

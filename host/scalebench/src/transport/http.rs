@@ -11,7 +11,8 @@
 //!   readings as rejected (`readings_rejected`), with a sample of why.
 //! - **Headers** (Content-Type, Authorization …) come from the adapter's
 //!   `headers(address)`, asked once per transport per address and again
-//!   after a 401 or 403.
+//!   after a 401 or 403, when the message is sent once more (a token that
+//!   expired is replaced; a second refusal counts the readings as rejected).
 //! - **Pushback.** When a connection task's window is full it waits for a
 //!   response; that wait is `held_back_s`.
 //! - **Errors.** A request that fails (connection refused, reset) or
@@ -241,7 +242,20 @@ async fn headers_for(shared: &Arc<Shared>, address: &Arc<str>) -> Result<Arc<Vec
     Ok(h)
 }
 
+/// POST a message; after a 401 or 403, once more with headers asked for
+/// again (the adapter logs in afresh: a token that expired is replaced).
 async fn post(shared: &Arc<Shared>, m: &Message) -> Answer {
+    let first = post_once(shared, m).await;
+    match first {
+        Ok((401 | 403, _, _)) => {
+            shared.headers.0.lock().unwrap().remove(&m.address);
+            post_once(shared, m).await
+        }
+        other => other,
+    }
+}
+
+async fn post_once(shared: &Arc<Shared>, m: &Message) -> Answer {
     let url = url_for(&shared.cfg.bases, &m.address)?;
     let headers = headers_for(shared, &m.address).await.map_err(|e| format!("no headers for {}: {e}", m.address))?;
     let mut req = hyper::Request::post(url.as_str());
@@ -289,10 +303,6 @@ async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, r: 
     match r {
         Err(e) => note_error(counts, live, e),
         Ok((status, _, body)) if !(200..300).contains(&status) => {
-            if status == 401 || status == 403 {
-                // Ask the adapter again next time (a new login).
-                shared.headers.0.lock().unwrap().remove(&m.address);
-            }
             let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
             refused(format!("HTTP {status} from {}: {}", m.address, text.trim()));
         }
