@@ -38,8 +38,10 @@ use super::mqtt::Live;
 use super::{note_error, AckCounts, Batch, Carries, Message};
 use crate::loadgen::now_ms;
 
-/// Largest response body the transport reads (an ingest answer is small).
-const MAX_ANSWER_BYTES: usize = 1 << 20;
+/// Largest response body the transport reads: an ingest answer is small,
+/// but a Haystack `commit` answers the 1,000 records it committed (~300 KB).
+/// Bounds memory at window × connections × this, at worst.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
 
 /// What an adapter says about its HTTP messages: what goes with them, and
 /// whether a 2xx response is an acknowledgement.

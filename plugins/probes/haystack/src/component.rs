@@ -71,7 +71,7 @@ impl Guest for Haystack {
         Ok(list
             .into_iter()
             .map(|x| {
-                let mut headers = vec![("Accept".to_string(), "text/zinc".to_string())];
+                let mut headers = vec![("Accept".to_string(), x.accept.to_string())];
                 if let Some(a) = &auth {
                     headers.push(("Authorization".into(), a.clone()));
                 }
