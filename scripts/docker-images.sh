@@ -48,12 +48,15 @@ if [ ! -x "$BIN" ]; then
   exit 1
 fi
 sum=$(sha256sum "$BIN" | cut -c1-16)
-if [ "$(docker image inspect -f '{{index .Config.Labels "scale.binary"}}' scale-historian:bookworm 2>/dev/null || true)" != "$sum" ]; then
-  echo "images: scale-historian:bookworm (scalebench $sum)" >&2
-  ctx=$(mktemp -d)
-  trap 'rm -rf "$ctx"' EXIT
-  cp compose/images/historian/Dockerfile "$ctx/"
-  cp "$BIN" "$ctx/scalebench"
-  docker build -q --network host --label "scale.binary=$sum" -t scale-historian:bookworm "$ctx" >/dev/null
-fi
+# Images that carry the scalebench binary: the historian, the Haystack test server.
+for name in historian haystack; do
+  if [ "$(docker image inspect -f '{{index .Config.Labels "scale.binary"}}' "scale-$name:bookworm" 2>/dev/null || true)" != "$sum" ]; then
+    echo "images: scale-$name:bookworm (scalebench $sum)" >&2
+    ctx=$(mktemp -d)
+    cp "compose/images/$name/Dockerfile" "$ctx/"
+    cp "$BIN" "$ctx/scalebench"
+    docker build -q --network host --label "scale.binary=$sum" -t "scale-$name:bookworm" "$ctx" >/dev/null
+    rm -rf "$ctx"
+  fi
+done
 echo "images: ready" >&2

@@ -15,6 +15,8 @@ const BUILTIN: &[(&str, &str)] = &[
     ("baler", "baler"),
     ("nats-jetstream", "nats_jetstream"),
     ("historian-sql", "historian_sql"),
+    ("haxall", "haxall"),
+    ("haystack", "haystack_probes"),
 ];
 
 fn main() {

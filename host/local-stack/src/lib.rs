@@ -74,6 +74,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod haystack;
 pub mod health;
 pub mod nats;
 mod process;

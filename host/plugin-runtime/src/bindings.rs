@@ -47,3 +47,14 @@ pub mod history {
 
 /// The records shared by every world (`scalebench:plugin/types`).
 pub use adapter::scalebench::plugin::types;
+
+/// The optional `http-ingest` export of a target adapter (HTTP transport).
+pub mod http_ingest {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "http-ingest-exports",
+        with: {
+            "scalebench:plugin/types": crate::bindings::adapter::scalebench::plugin::types,
+        },
+    });
+}

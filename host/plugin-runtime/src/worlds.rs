@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use crate::bindings::{adapter, history, model, probe};
+use crate::bindings::{adapter, history, http_ingest, model, probe};
 use crate::host::{HostServices, StoreState};
 use crate::runtime::{classify, Limits, Plugin, Runtime};
 use crate::types::{PluginInfo, PluginKind, Readings, Stat, TagInfo, Window, PerSecond};
@@ -225,13 +225,19 @@ struct AdapterBindings {
     main: adapter::TargetAdapterPlugin,
     /// The optional `history-sink` export (added within 0.1; older adapters lack it).
     history: Option<history::HistorySinkExports>,
+    /// The optional `http-ingest` export (added within 0.1; older adapters lack it).
+    http: Option<http_ingest::HttpIngestExports>,
 }
 
 /// Does the component export `history-sink` of a 0.1 contract?
 fn history_export(plugin: &Plugin) -> Option<&str> {
-    plugin.exports.iter().map(String::as_str).find(|e| {
-        e.strip_prefix("scalebench:plugin/history-sink@").is_some_and(|v| v.starts_with("0.1."))
-    })
+    optional_export(plugin, "history-sink")
+}
+
+/// Does the component export the optional interface `name` of a 0.1 contract?
+fn optional_export<'a>(plugin: &'a Plugin, name: &str) -> Option<&'a str> {
+    let prefix = format!("scalebench:plugin/{name}@");
+    plugin.exports.iter().map(String::as_str).find(|e| e.strip_prefix(prefix.as_str()).is_some_and(|v| v.starts_with("0.1.")))
 }
 
 impl TargetAdapter {
@@ -255,7 +261,14 @@ impl TargetAdapter {
                 Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
             },
         };
-        let bindings = AdapterBindings { main, history };
+        let http = match optional_export(plugin, "http-ingest") {
+            None => None,
+            Some(_) => match http_ingest::HttpIngestExports::new(&mut store, &instance) {
+                Ok(h) => Some(h),
+                Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            },
+        };
+        let bindings = AdapterBindings { main, history, http };
         let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
         let info = g.call("info", |b, s| b.main.scalebench_plugin_target_adapter().call_info(s))?;
         check_info(plugin, &info, PluginKind::TargetAdapter)?;
@@ -351,5 +364,29 @@ impl TargetAdapter {
             return Ok(Vec::new());
         }
         self.g.call("point-keys", |b, s| b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_point_keys(s, points))
+    }
+
+    /// Does this adapter say what goes with its HTTP messages and judge the
+    /// responses (does it export `http-ingest`)?
+    pub fn has_http_ingest(&self) -> bool {
+        self.g.bindings.http.is_some()
+    }
+
+    /// Headers for requests to `address`; empty when the adapter has no `http-ingest`.
+    pub fn http_headers(&mut self, address: &str) -> Result<Vec<(String, String)>, PluginError> {
+        if !self.has_http_ingest() {
+            return Ok(Vec::new());
+        }
+        let r = self.g.call("headers", |b, s| b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_headers(s, address))?;
+        self.g.returned("headers", r)
+    }
+
+    /// Ok(Err(reason)) when the adapter says a 2xx response is not an ack;
+    /// Ok(Ok(())) for every response when it has no `http-ingest`.
+    pub fn judge(&mut self, address: &str, response: &crate::types::HttpResponse) -> Result<Result<(), String>, PluginError> {
+        if !self.has_http_ingest() {
+            return Ok(Ok(()));
+        }
+        self.g.call("judge", |b, s| b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_judge(s, address, response))
     }
 }

@@ -1,8 +1,13 @@
-//! `budgets.json`: the read probes' budgets.
+//! `budgets.json`: the read probes' budgets, per probe set:
 //!
 //! ```json
-//! {"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional", "note": "why this number"}}}
+//! {"probe_sets": {"historian-sql": {"latest-all": {"budget_s": 1.0, "source": "provisional", "note": "why this number"}},
+//!                 "haystack": {"about": {"budget_s": 1.0}}}}
 //! ```
+//!
+//! or, the older flat form that applies to whichever probe set runs:
+//! `{"probes": {"latest-all": {...}}}`. A run takes the budgets of its probe
+//! set by the set's name ([`Budgets::for_set`]).
 //!
 //! `budget_s` (seconds, > 0) is required; `source` says where the number
 //! comes from (an issue, a user's requirement) and is `"provisional"` when
@@ -47,6 +52,8 @@ pub struct Budgets {
     /// The file they were read from (empty for [`Budgets::none`]).
     pub path: PathBuf,
     pub probes: BTreeMap<String, Budget>,
+    /// Budgets by probe set (the `probe_sets` form); empty for the flat form.
+    pub sets: BTreeMap<String, BTreeMap<String, Budget>>,
 }
 
 #[derive(Deserialize)]
@@ -83,6 +90,7 @@ impl<'de> Deserialize<'de> for Entries {
 }
 
 const SHAPE: &str = r#"{"probes": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}"#;
+const SETS_SHAPE: &str = r#"{"probe_sets": {"<probe set>": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}}"#;
 const FIELDS_HINT: &str = "hint: each probe takes `budget_s` (seconds, required, > 0), `source` (where the number comes from; \"provisional\" if omitted) and `note` (free text)";
 
 impl Budgets {
@@ -104,6 +112,43 @@ impl Budgets {
 
     /// Parse `text`; `path` is only used in messages and kept in the result.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Budgets> {
+        let usage = |msg: String| -> anyhow::Error { UsageError(msg).into() };
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| usage(format!("{} is not valid JSON: {e}\nhint: the file looks like {SETS_SHAPE}", path.display())))?;
+        let Some(sets) = value.get("probe_sets") else { return Budgets::parse_flat(text, path) };
+        let file = path.display();
+        if let Some(extra) = value.as_object().and_then(|o| o.keys().find(|k| *k != "probe_sets")) {
+            return Err(usage(format!("{file}: unknown field `{extra}` beside `probe_sets`\nhint: the file looks like {SETS_SHAPE}")));
+        }
+        let Some(sets) = sets.as_object() else {
+            return Err(usage(format!("{file}: `probe_sets` must be an object of probe set name -> probes, not {}\nhint: the file looks like {SETS_SHAPE}", kind(sets))));
+        };
+        let mut out = BTreeMap::new();
+        for (name, probes) in sets {
+            let one = serde_json::json!({ "probes": probes }).to_string();
+            let label = PathBuf::from(format!("{file} (probe set `{name}`)"));
+            out.insert(name.clone(), Budgets::parse_flat(&one, &label)?.probes);
+        }
+        Ok(Budgets { path: path.to_path_buf(), probes: BTreeMap::new(), sets: out })
+    }
+
+    /// The budgets of probe set `name`: its own in the `probe_sets` form,
+    /// all of them in the flat form; None when the file has none for it.
+    pub fn for_set(&self, name: &str) -> Option<Budgets> {
+        if self.sets.is_empty() {
+            return Some(self.clone());
+        }
+        let probes = self.sets.get(name)?.clone();
+        Some(Budgets { path: self.path.clone(), probes, sets: BTreeMap::new() })
+    }
+
+    /// The probe sets the file has budgets for (empty for the flat form).
+    pub fn set_names(&self) -> impl Iterator<Item = &str> {
+        self.sets.keys().map(String::as_str)
+    }
+
+    /// The flat form, `{"probes": {...}}`.
+    fn parse_flat(text: &str, path: &Path) -> anyhow::Result<Budgets> {
         let file = path.display();
         let usage = |msg: String| -> anyhow::Error { UsageError(msg).into() };
         let value: serde_json::Value = serde_json::from_str(text)
@@ -128,7 +173,7 @@ impl Budgets {
                 b.source = PROVISIONAL.into();
             }
         }
-        Ok(Budgets { path: path.to_path_buf(), probes })
+        Ok(Budgets { path: path.to_path_buf(), probes, sets: BTreeMap::new() })
     }
 
     pub fn get(&self, probe: &str) -> Option<&Budget> {
@@ -209,7 +254,12 @@ mod tests {
     #[test]
     fn reads_the_repository_file() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../budgets.json");
-        let b = Budgets::load(&path).unwrap();
+        let all = Budgets::load(&path).unwrap();
+        assert!(all.set_names().any(|n| n == "historian-sql") && all.set_names().any(|n| n == "haystack"));
+        let b = all.for_set("historian-sql").unwrap();
+        assert!(b.get("about").is_none(), "a haystack budget leaked into historian-sql");
+        assert!(all.for_set("haystack").unwrap().get("his-read-1000").is_some());
+        assert!(all.for_set("nonesuch").is_none());
         assert!(b.get("latest-all").is_some_and(|x| x.budget_s > 0.0 && x.source == "provisional"));
         assert!(b.names().count() >= 3);
     }
@@ -268,5 +318,23 @@ mod tests {
         assert!(e.contains("budgets.json is not valid JSON"), "{e}");
         let e = Budgets::load(Path::new("/nonexistent/budgets.json")).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/budgets.json") && e.contains("hint:"), "{e}");
+    }
+
+    #[test]
+    fn probe_sets_form() {
+        let b = parse(r#"{"probe_sets": {"a": {"x": {"budget_s": 1}}, "b": {"y": {"budget_s": 2}}}}"#).unwrap();
+        let a = b.for_set("a").unwrap();
+        assert!(a.get("x").is_some() && a.get("y").is_none());
+        assert_eq!(b.for_set("b").unwrap().get("y").unwrap().budget_s, 2.0);
+        assert!(b.for_set("c").is_none());
+        // The flat form applies to any set.
+        let flat = parse(r#"{"probes": {"x": {"budget_s": 1}}}"#).unwrap();
+        assert!(flat.for_set("anything").unwrap().get("x").is_some());
+        let e = parse(r#"{"probe_sets": {"a": {"x": {"budget_ms": 1}}}}"#).unwrap_err();
+        assert!(e.contains("probe set `a`") && e.contains("probe `x`") && e.contains("budget_ms"), "{e}");
+        let e = parse(r#"{"probe_sets": {}, "probes": {}}"#).unwrap_err();
+        assert!(e.contains("unknown field `probes`"), "{e}");
+        let e = parse(r#"{"probe_sets": []}"#).unwrap_err();
+        assert!(e.contains("`probe_sets` must be an object"), "{e}");
     }
 }

@@ -72,6 +72,12 @@ pub enum Command {
     /// Compare ladder results side by side (by target, run or value model):
     /// tables with signed changes, and overlaid charts.
     Compare(CompareArgs),
+    /// Run the Haystack test server (used by the local stack of HTTP targets).
+    #[command(hide = true)]
+    HaystackTestserver {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Run the reference historian (used by the local stack).
     #[command(hide = true)]
     ReferenceHistorian {
@@ -173,6 +179,11 @@ pub enum BenchCommand {
     /// The same short ladder on the local stack and the Docker stack, side
     /// by side: stored/s, p95 lag, CPU and memory per service.
     Stacks(StacksBenchArgs),
+    /// scalebench's HTTP publish rate (the haxall adapter's hisWrite bodies
+    /// through the HTTP transport, judged) beside a plain hyper client
+    /// posting the same bodies with the same concurrency, against the local
+    /// Haystack test server.
+    Http(HttpBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -187,6 +198,24 @@ pub struct StacksBenchArgs {
     pub target: String,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
+}
+
+#[derive(Debug, Args)]
+pub struct HttpBenchArgs {
+    /// Points (each a record on the server, one reading per message set).
+    #[arg(long, default_value = "10k")]
+    pub points: String,
+    /// hisWrite requests each arm posts.
+    #[arg(long, default_value_t = 10_000)]
+    pub messages: usize,
+    /// Readings per hisWrite request.
+    #[arg(long, default_value_t = 50)]
+    pub batch: u32,
+    /// Connections (tasks) and requests in flight per connection, for both arms.
+    #[arg(long, default_value_t = 2)]
+    pub connections: u32,
+    #[arg(long, default_value_t = 8)]
+    pub window: u32,
 }
 
 #[derive(Debug, Args)]
@@ -486,6 +515,19 @@ pub struct RunArgs {
     /// External NATS stack: comma-separated nats:// URLs.
     #[arg(long)]
     pub nats_url: Option<String>,
+    /// External stack: an HTTP service the target's plan names, NAME=URL
+    /// (e.g. api=http://127.0.0.1:28080); repeat for several.
+    #[arg(long, value_name = "NAME=URL")]
+    pub service: Vec<String>,
+    /// HTTP targets: requests in flight per connection. When all are
+    /// waiting for answers the SUT is holding the generator back: pushback.
+    #[arg(long, default_value_t = 8)]
+    pub http_concurrency: u32,
+    /// The SUT account's password for targets and probe sets that log in
+    /// (their params name the `user`): the file's first line. Without it,
+    /// the SCALEBENCH_TARGET_PASSWORD environment variable; never a flag value.
+    #[arg(long, value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
     /// Crash test: SIGKILL node 1 of the local NATS cluster this long into each step's load; the supervisor brings it back.
     #[arg(long, value_name = "DURATION")]
     pub kill_nats_node_after: Option<String>,

@@ -30,13 +30,13 @@ pub enum Error {
 
     #[error(
         "target {target} needs {what}, which the {stack} stack does not provide (it provides: {has})\n\
-         hint: choose a stack that has one (--stack local starts the one the target's plan asks for; --stack external takes its URLs: --mqtt-url, --pg-url, --nats-url)"
+         hint: choose a stack that has one (--stack local starts the one the target's plan asks for; --stack external takes its URLs: --mqtt-url, --pg-url, --nats-url, --service NAME=URL)"
     )]
     MissingService { target: String, what: String, stack: String, has: String },
 
     #[error(
         "target {target} asks for {what}, which scalebench does not drive yet\n\
-         hint: use a target whose plan is MQTT or NATS JetStream (baler, nats-jetstream), or check the plugin's plan with `scalebench plugins inspect`"
+         hint: use a target whose plan is MQTT, NATS JetStream or HTTP (baler, nats-jetstream, haxall), or check the plugin's plan with `scalebench plugins inspect`"
     )]
     UnsupportedPlan { target: String, what: String },
 }

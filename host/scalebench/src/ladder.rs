@@ -79,6 +79,11 @@ pub struct LadderConfig {
     /// The generator's MQTT account (password from the environment).
     pub mqtt_user: Option<String>,
     pub mqtt_password: Option<String>,
+    /// HTTP targets: requests in flight per connection.
+    pub http_window: u32,
+    /// The SUT account's password (from a file or the environment), handed
+    /// to the adapter's and probe set's params next to their `user`.
+    pub target_password: Option<crate::credentials::Secret>,
     pub model: String,
     pub model_params: String,
     pub target: String,
@@ -142,7 +147,7 @@ pub async fn run(
     let period_ms = model.sample_period_ms()?;
     let adapter = |role: &'static str| -> anyhow::Result<(TargetAdapter, plugin_runtime::adapter_types::Plan)> {
         let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::new(&services, role))?;
-        let plan = a.configure(&cfg.target_params).map_err(user_error)?;
+        let plan = a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref())).map_err(user_error)?;
         Ok((a, plan))
     };
     let (encoder, plan) = adapter("encoder")?;
@@ -159,11 +164,18 @@ pub async fn run(
             .into());
         }
     }
+    // HTTP: headers and judging on an adapter instance of their own.
+    let http_rules: Option<Arc<dyn crate::transport::http::IngestRules>> = match plan.transport {
+        TransportPlan::Http => Some(Arc::new(crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0))))),
+        _ => None,
+    };
     let carrier_opts = CarrierOptions {
         connections: cfg.connections,
         inflight: cfg.inflight,
         mqtt_user: cfg.mqtt_user.clone(),
         mqtt_password: cfg.mqtt_password.clone(),
+        http_window: cfg.http_window,
+        http_rules,
     };
     let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, &*stack, &carrier_opts).await?;
     let counter = Arc::new(Mutex::new(adapter("counter")?.0));

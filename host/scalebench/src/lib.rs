@@ -28,6 +28,7 @@ pub mod guard;
 pub mod live_safety;
 pub mod budgets;
 pub mod canary;
+pub mod credentials;
 pub mod compression;
 pub mod prefill;
 pub mod storage_cost;
@@ -58,12 +59,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Stacks(args) } => commands::bench_stacks::run(args),
         Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
         Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
+        Command::Bench { what: cli::BenchCommand::Http(args) } => commands::bench_http::run(&cli.plugin, args),
         Command::Prefill(args) => commands::prefill::run(&cli.plugin, args),
         Command::Storage(args) => commands::storage::run(&cli.plugin, args),
         Command::Table { files } => commands::table::run(&files),
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
+        Command::HaystackTestserver { args } => {
+            let argv = std::iter::once(std::ffi::OsString::from("haystack-testserver")).chain(args);
+            haystack_testserver::main_with_args(argv)
+        }
         Command::ReferenceHistorian { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
             std::process::exit(reference_historian::app::main_with_args(argv));

@@ -141,6 +141,11 @@ pub struct Generator {
     pub behind_schedule_p95_s: f64,
     pub connections: u32,
     pub publish_errors: u64,
+    /// Readings in messages the SUT answered but refused (HTTP: a non-2xx
+    /// status or an answer the adapter judged not an ack, e.g. a Haystack
+    /// error grid with HTTP 200): offered, never acknowledged.
+    #[serde(default)]
+    pub rejected: u64,
     /// Generator's own CPU seconds over the step, and per million acked.
     pub cpu_s: f64,
     pub cpu_us_per_acked: f64,

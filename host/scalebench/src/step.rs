@@ -314,7 +314,7 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
                 phase = Phase::Probes;
                 env.progress.phase(phase, "read probes timed at mid-soak, under load");
                 let (svc, tags, b, params, runs, until) =
-                    (env.services.clone(), session.tags.spread(crate::points::PROBE_POINTS_MAX), env.budgets.clone(), cfg.probe_params.clone(), cfg.probe_warm_runs, probes_until.clone());
+                    (env.services.clone(), session.tags.spread(crate::points::PROBE_POINTS_MAX), env.budgets.clone(), crate::credentials::with_password(&cfg.probe_params, cfg.target_password.as_ref()), cfg.probe_warm_runs, probes_until.clone());
                 probes_task = Some(tokio::task::spawn_blocking(move || {
                     let results = match ps.setup(&params, &tags) {
                         Ok(probes) => crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until),
@@ -767,6 +767,7 @@ async fn assemble(
             behind_schedule_p95_s: r.behind_p95_s,
             connections: cfg.connections.max(1),
             publish_errors: counts.errors,
+            rejected: counts.readings_rejected,
             cpu_s: o.cpu_s,
             cpu_us_per_acked: if counts.readings_acked > 0 { o.cpu_s * 1e6 / counts.readings_acked as f64 } else { 0.0 },
             rss_peak_bytes: hardware::self_peak_rss_bytes(),
@@ -805,6 +806,13 @@ async fn assemble(
     ctx.sut_failures.extend(d.stream_note);
     if counts.errors > 0 && session.carrier.ack_means_stored() {
         ctx.sut_failures.push(format!("{} JetStream publish errors ({})", counts.errors, counts.error_samples.join("; ")));
+    }
+    if counts.readings_rejected > 0 {
+        ctx.sut_failures.push(format!(
+            "the SUT refused {} readings it was sent (not acknowledged: {})",
+            counts.readings_rejected,
+            counts.error_samples.join("; ")
+        ));
     }
     ctx.sut_failures.extend(d.drain_note);
     if o.report.stopped_early && !o.interrupted && o.live_safety.is_none() {

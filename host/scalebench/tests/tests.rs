@@ -15,3 +15,4 @@ mod reports;
 mod user_text;
 mod prefill;
 mod scale;
+mod http;

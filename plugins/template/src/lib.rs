@@ -1,5 +1,6 @@
 //! A minimal value model: a sawtooth per tag. Copy this crate to start a
-//! plugin of your own; see docs/plugin-authoring.md.
+//! plugin of your own; see docs/plugin-authoring.md (and plugins/template-adapter
+//! for a target adapter that builds outside this repository).
 //!
 //! Rules of the value-model world: every value is a pure function of
 //! (seed, tag, sample); `sample` and `series` must agree bit for bit; work in

@@ -13,5 +13,6 @@ pub mod bench;
 pub mod stack;
 pub mod prefill;
 pub mod storage;
+pub mod bench_http;
 pub mod bench_prefill;
 pub mod bench_stacks;

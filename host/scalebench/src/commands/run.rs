@@ -112,19 +112,34 @@ fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
     Ok(out)
 }
 
-/// Every probe of the probe set has a budget, and every budget names a
-/// probe of the set: a typo is an error before anything starts.
-fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, budgets: &Budgets) -> anyhow::Result<()> {
-    let Some(spec) = &cfg.probes else { return Ok(()) };
+/// No services and no log lines: the probe set's `setup` runs here only to
+/// learn its probes' names, before any stack exists, and what it would say
+/// about the missing server is noise.
+struct Quiet;
+impl plugin_runtime::HostServices for Quiet {
+    fn log(&self, _: &str, _: plugin_runtime::types::LogLevel, _: &str) {}
+}
+
+/// The budgets of the run's probe set (by the set's name), checked: every
+/// probe of the set has a budget, and every budget names a probe of the
+/// set: a typo is an error before anything starts.
+fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets) -> anyhow::Result<Budgets> {
+    let Some(spec) = &cfg.probes else { return Ok(all.clone()) };
     let plugin = crate::catalog::load(rt, spec)?;
     let mut model = plugin_runtime::ValueModel::instantiate(rt, &crate::catalog::load(rt, &cfg.model)?)?;
     model.configure(&cfg.model_params).map_err(crate::commands::gen::user_error)?;
     let first = cfg.steps.first().copied().unwrap_or(1).min(1000) as u32;
     let tags = model.tags(cfg.seed, 0, first)?;
-    let mut ps = plugin_runtime::ProbeSet::instantiate(rt, &plugin, Arc::new(plugin_runtime::NoServices))?;
-    let probes = ps.setup(&cfg.probe_params, &tags).map_err(crate::commands::gen::user_error)?;
+    let mut ps = plugin_runtime::ProbeSet::instantiate(rt, &plugin, Arc::new(Quiet))?;
+    let file = all.path.display().to_string();
+    let budgets = all.for_set(&ps.info.name).ok_or_else(|| crate::error::Error::Budgets {
+        problem: format!("{file} has no budgets for probe set `{}` (it has budgets for: {})", ps.info.name, all.set_names().collect::<Vec<_>>().join(", ")),
+        hint: format!("add \"{}\": {{...}} under \"probe_sets\" (mark each budget \"source\": \"provisional\" until measured), or run with --probes none", ps.info.name),
+    })?;
+    let budgets = &budgets;
+    // Only the probes' names are needed here, before any stack runs: no login.
+    let probes = ps.setup(&crate::credentials::without_login(&cfg.probe_params), &tags).map_err(crate::commands::gen::user_error)?;
     let names: Vec<&str> = probes.iter().map(|p| p.name.as_str()).collect();
-    let file = budgets.path.display().to_string();
     if let Some(missing) = names.iter().find(|n| budgets.get(n).is_none()) {
         return Err(crate::error::Error::Budgets {
             problem: format!("probe `{missing}` of probe set {spec} has no budget in {file}"),
@@ -139,7 +154,7 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, budgets: &Bud
         }
         .into());
     }
-    Ok(())
+    Ok(budgets.clone())
 }
 
 pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
@@ -165,6 +180,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         "none" => None,
         other => Some(other.to_string()),
     };
+    crate::credentials::refuse_in_params("--target-params", &args.target_params).map_err(usage)?;
+    crate::credentials::refuse_in_params("--probe-params", &args.probe_params).map_err(usage)?;
+    let target_password = crate::credentials::load(args.credentials_file.as_deref())?;
     let run_id = crate::results::run_id_now();
     let repo_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let results_dir = args.results_dir.clone();
@@ -182,6 +200,8 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         inflight: args.inflight,
         mqtt_user: args.mqtt_user.clone(),
         mqtt_password: std::env::var("SCALEBENCH_MQTT_PASSWORD").ok(),
+        http_window: args.http_concurrency.max(1),
+        target_password,
         model: args.model.clone(),
         model_params: args.model_params.clone(),
         target: args.target.clone(),
@@ -217,7 +237,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let plan = {
         let p = crate::catalog::load(&plugin_rt, &cfg.target)?;
         let mut a = plugin_runtime::TargetAdapter::instantiate(&plugin_rt, &p, Arc::new(plugin_runtime::NoServices))?;
-        a.configure(&cfg.target_params).map_err(crate::commands::gen::user_error)?
+        a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref())).map_err(crate::commands::gen::user_error)?
     };
     let wants_nats = matches!(
         plan.transport,
@@ -228,7 +248,11 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         // The default probe set reads a historian's SQL; a stream has none.
         cfg.probes = None;
     }
-    check_budgets(&plugin_rt, &cfg, &budgets)?;
+    if matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http) && cfg.probes.as_deref() == Some("historian-sql") && args.probes_defaulted() {
+        // HTTP targets are Haystack servers: a Haystack user's reads.
+        cfg.probes = Some("haystack".into());
+    }
+    let budgets = check_budgets(&plugin_rt, &cfg, &budgets)?;
     // The isolation guard, for external stacks too: never a live install by accident.
     if args.stack == StackKind::External {
         if let Some(u) = &args.mqtt_url {
@@ -240,6 +264,12 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
         if let Some(n) = &args.nats_url {
             crate::guard::check_nats_urls(n, &args.live_host)?;
+        }
+        for svc in &args.service {
+            let url = svc.split_once('=').map(|(_, u)| u).unwrap_or(svc);
+            let hostport = url.trim().trim_start_matches("http://").split('/').next().unwrap_or("");
+            let (h, p) = hostport.rsplit_once(':').map(|(h, p)| (h.to_string(), p.parse::<u16>().unwrap_or(80))).unwrap_or((hostport.to_string(), 80));
+            crate::guard::check_endpoint("HTTP service", &h, p, &args.live_host)?;
         }
     }
 

@@ -52,6 +52,11 @@ pub fn run(paths: &[PathBuf]) -> anyhow::Result<()> {
     let files = collect(paths)?;
     let runs = files.iter().map(|f| RunResult::load(Path::new(f))).collect::<anyhow::Result<Vec<_>>>()?;
     print!("{}", render(&runs));
+    if crate::report::versus::several_targets(&runs) {
+        let mut side = String::from("\n");
+        crate::report::versus::markdown(&runs, &mut side);
+        print!("{side}");
+    }
     Ok(())
 }
 

@@ -12,6 +12,7 @@ pub mod figures;
 pub mod html;
 pub mod markdown;
 pub mod table;
+pub mod versus;
 
 use std::path::{Path, PathBuf};
 

@@ -103,3 +103,47 @@ impl StackDriver for NatsCluster {
         tokio::task::block_in_place(|| NatsCluster::stop(*self));
     }
 }
+
+/// The local Haystack server (the test server) of HTTP targets, as the one
+/// HTTP service the adapter's plan names.
+pub struct LocalHaystack {
+    pub server: local_stack::haystack::HaystackServer,
+    /// The service name the plan uses ("api").
+    pub service: String,
+}
+
+impl StackDriver for LocalHaystack {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+    fn services(&self) -> Vec<Endpoint> {
+        vec![Endpoint { name: self.service.clone(), kind: ServiceKind::Http, address: self.server.base_url() }]
+    }
+    fn supervise(&mut self) -> BoxFuture<'_, Vec<String>> {
+        // On this worker thread: a child dies with the thread that spawned it.
+        let events = self.server.supervise();
+        Box::pin(async move { events })
+    }
+    fn health_totals(&mut self) -> Option<BTreeMap<String, ServiceHealth>> {
+        Some(totals(vec![self.server.health()]))
+    }
+    fn sample_processes(&mut self) -> Vec<ProcSample> {
+        self.server.sample().into_iter().map(|p| ProcSample::new(local_stack::haystack::NAME.to_string(), p.cpu_seconds, p.rss_bytes, p.at)).collect()
+    }
+    fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
+        if service != local_stack::haystack::NAME && service != self.service {
+            return Err(format!("the local Haystack stack has no service `{service}` (it has {})", local_stack::haystack::NAME));
+        }
+        self.server.kill(signal).map_err(|e| e.to_string())
+    }
+    fn data_dir(&self) -> Option<PathBuf> {
+        Some(self.server.data_dir())
+    }
+    fn caps(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("cpu".to_string(), "none (local processes, uncapped)".to_string())])
+    }
+    fn stop(self: Box<Self>) {
+        eprintln!("stopping the local Haystack server");
+        tokio::task::block_in_place(|| self.server.stop());
+    }
+}

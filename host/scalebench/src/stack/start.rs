@@ -36,6 +36,7 @@ pub fn compose_file_for(plan: &Plan, nodes: u32) -> PathBuf {
     let name = match plan.transport {
         TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore if nodes >= 3 => "nats-3.yml",
         TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore => "nats.yml",
+        TransportPlan::Http => "haystack.yml",
         _ => "historian.yml",
     };
     compose_dir().join(name)
@@ -49,7 +50,7 @@ pub fn free_port(from: u16) -> anyhow::Result<u16> {
 }
 
 /// Free 2xxxx ports for a compose file's published ports, from `base`:
-/// SCALE_MQTT_PORT, SCALE_PG_PORT, SCALE_NATS_PORT_0..2.
+/// SCALE_MQTT_PORT, SCALE_PG_PORT, SCALE_NATS_PORT_0..2, SCALE_HAYSTACK_PORT.
 pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
     let mut env = BTreeMap::new();
     let mqtt = free_port(base)?;
@@ -62,6 +63,7 @@ pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
         env.insert(format!("SCALE_NATS_PORT_{i}"), p.to_string());
         next = p + 1;
     }
+    env.insert("SCALE_HAYSTACK_PORT".to_string(), free_port(next)?.to_string());
     Ok(env)
 }
 
@@ -131,6 +133,7 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
             eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
             Box::new(tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?)
         }
+        StackKind::Local if matches!(plan.transport, TransportPlan::Http) => Box::new(start_haystack(args, plan, target, &run_dir)?),
         StackKind::Local => {
             let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
             so.historian.bin = Some(std::env::current_exe()?);
@@ -168,16 +171,68 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
             if let Some(n) = &args.nats_url {
                 endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
             }
+            for s in &args.service {
+                let (name, url) = s.split_once('=').ok_or_else(|| usage(format!("--service {s}: give NAME=URL, e.g. api=http://127.0.0.1:28080")))?;
+                if !url.starts_with("http://") {
+                    return Err(usage(format!("--service {s}: the URL must start with http:// (this build has no TLS)")));
+                }
+                endpoints.push(Endpoint { name: name.trim().into(), kind: ServiceKind::Http, address: url.trim().into() });
+            }
             let ext = External { endpoints };
             // Ask only for what the target's plan names.
             let missing: Vec<String> = plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
             if !missing.is_empty() {
                 return Err(usage(format!(
-                    "--stack external: target {target} needs service(s) {} (give --mqtt-url for `broker`, --pg-url for `postgres`, --nats-url for `nats`)",
+                    "--stack external: target {target} needs service(s) {} (give --mqtt-url for `broker`, --pg-url for `postgres`, --nats-url for `nats`, --service NAME=URL for an HTTP service)",
                     missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
                 )));
             }
             Box::new(ext)
         }
     })
+}
+
+/// The local stack of an HTTP target: the Haystack test server as the
+/// plan's HTTP service, with SCRAM when the target's params name a `user`
+/// (its password from --credentials-file or the environment).
+fn start_haystack(args: &RunArgs, plan: &Plan, target: &str, run_dir: &Path) -> anyhow::Result<super::local::LocalHaystack> {
+    let service = match &plan.storage {
+        plugin_runtime::adapter_types::StoragePlan::Http(s) => s.clone(),
+        _ => plan.services.first().cloned().unwrap_or_else(|| "api".into()),
+    };
+    let params: serde_json::Value = serde_json::from_str(&args.target_params).unwrap_or_default();
+    let user = params.get("user").and_then(|u| u.as_str()).filter(|u| !u.is_empty());
+    std::fs::create_dir_all(run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    let auth = match user {
+        None => None,
+        Some(u) => {
+            let pw = crate::credentials::load(args.credentials_file.as_deref())?.ok_or_else(|| {
+                usage(format!("target {target} logs in as `{u}`, but no password was given\nhint: pass --credentials-file PATH or set {}", crate::credentials::ENV))
+            })?;
+            let file = run_dir.join("haystack-password");
+            write_private(&file, pw.expose())?;
+            Some((u.to_string(), file))
+        }
+    };
+    let opts = local_stack::haystack::HaystackOptions {
+        run_dir: run_dir.to_path_buf(),
+        program: std::env::current_exe()?,
+        leading_args: vec!["haystack-testserver".into()],
+        base_port: args.base_port,
+        auth,
+        extra_args: Vec::new(),
+        ready_timeout: Duration::from_secs(30),
+    };
+    eprintln!("starting the local Haystack test server (not Haxall; docs/haystack-test-server.md) in {}", run_dir.display());
+    let server = tokio::task::block_in_place(|| local_stack::haystack::HaystackServer::start(opts)).context("cannot start the local Haystack server")?;
+    Ok(super::local::LocalHaystack { server, service })
+}
+
+/// Write a secret to a file only its owner can read.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path).with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
 }

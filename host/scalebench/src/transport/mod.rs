@@ -4,6 +4,7 @@
 //! bounded channels of [`Batch`]es, acknowledgements counted per second of
 //! payload ts, and memory bounded by channel capacity + in-flight window.
 
+pub mod http;
 pub mod mqtt;
 pub mod mqtt_wire;
 pub mod nats;
@@ -60,6 +61,9 @@ pub struct AckCounts {
     pub readings_acked: u64,
     pub topology_acked: u64,
     pub canaries_acked: u64,
+    /// Readings in messages the SUT answered but refused (HTTP: a non-2xx
+    /// status, or a 2xx the adapter judged not an ack, e.g. an error grid).
+    pub readings_rejected: u64,
     pub errors: u64,
     /// The first few distinct error messages.
     pub error_samples: Vec<String>,
@@ -119,6 +123,7 @@ impl AckCounts {
         self.readings_acked += o.readings_acked;
         self.topology_acked += o.topology_acked;
         self.canaries_acked += o.canaries_acked;
+        self.readings_rejected += o.readings_rejected;
         self.errors += o.errors;
         self.canary_acked_at.extend(o.canary_acked_at.iter().map(|(k, v)| (*k, *v)));
         for e in &o.error_samples {
@@ -179,6 +184,17 @@ pub struct CarrierOptions {
     pub inflight: u16,
     pub mqtt_user: Option<String>,
     pub mqtt_password: Option<String>,
+    /// HTTP: requests in flight per connection.
+    pub http_window: u32,
+    /// HTTP: what goes with each message and what a response means (the
+    /// adapter's `http-ingest`, on an instance of its own).
+    pub http_rules: Option<Arc<dyn http::IngestRules>>,
+}
+
+impl std::fmt::Debug for dyn http::IngestRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IngestRules")
+    }
 }
 
 /// The carrier the adapter's transport plan asks for, on the stack's
@@ -221,7 +237,18 @@ pub async fn carrier_for(
             return Err(crate::error::Error::UnsupportedPlan { target: target.into(), what: "core NATS publishing (plan `nats-core`)".into() }.into())
         }
         TransportPlan::Http => {
-            return Err(crate::error::Error::UnsupportedPlan { target: target.into(), what: "HTTP ingest (plan `http`)".into() }.into())
+            need(ServiceKind::Http)?;
+            let bases = stack.services().into_iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name, e.address)).collect();
+            let rules = opts.http_rules.clone().unwrap_or_else(|| Arc::new(http::PlainRules { content_type: "application/octet-stream".into() }));
+            let cfg = http::HttpConfig {
+                bases,
+                connections: opts.connections.max(1),
+                window: opts.http_window.max(1) as usize,
+                request_timeout: std::time::Duration::from_secs(30),
+                channel_batches: 4,
+                rules,
+            };
+            Box::new(http::HttpCarrier { cfg })
         }
     })
 }

@@ -1,0 +1,217 @@
+//! `scalebench bench http`: scalebench's HTTP publish rate beside a plain
+//! hyper client, in one run, against one local Haystack test server (a
+//! child process). Both arms post the same hisWrite bodies (the haxall
+//! adapter's, built once) with the same concurrency: connections ×
+//! requests in flight. scalebench's arm goes through the HTTP transport
+//! (channels, per-second accounting, the adapter's `judge` on an instance of
+//! its own); the baseline posts and reads each answer, nothing more. It
+//! prints figures and asserts nothing.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::cli::{HttpBenchArgs, PluginOptions};
+use crate::transport::http::{AdapterRules, HttpConfig, HttpTransport};
+use crate::transport::{Carries, Message};
+
+/// The test server as a child of this process, killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server() -> anyhow::Result<Server> {
+    let dir = tempfile::tempdir()?;
+    let ready = dir.path().join("ready");
+    let port = crate::stack::start::free_port(28_100)?;
+    let child = Command::new(std::env::current_exe()?)
+        .args(["haystack-testserver", "--bind", "127.0.0.1", "--port", &port.to_string(), "--ready-file"])
+        .arg(&ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start the Haystack test server")?;
+    let mut server = Server { child, url: format!("http://127.0.0.1:{port}"), _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready.exists() {
+        if let Some(status) = server.child.try_wait()? {
+            bail!("the Haystack test server exited while starting ({status})");
+        }
+        if Instant::now() > deadline {
+            bail!("the Haystack test server was not ready within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(server)
+}
+
+/// The bodies: topology (commit grids) and `messages` hisWrite grids, built
+/// by the haxall adapter for `points` plant-shaped points.
+struct Bodies {
+    topology: Vec<(String, Bytes)>,
+    writes: Vec<(Arc<str>, Bytes, u32)>,
+}
+
+fn bodies(opts: &PluginOptions, args: &HttpBenchArgs, points: u32) -> anyhow::Result<(Bodies, plugin_runtime::TargetAdapter)> {
+    let rt = crate::catalog::runtime(opts)?;
+    let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, "plant-shaped")?)?;
+    model.configure("{}").map_err(crate::catalog::user_error)?;
+    let params = format!(r#"{{"his-write-batch":{}}}"#, args.batch.max(1));
+    let haxall = crate::catalog::load(&rt, "haxall")?;
+    let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &haxall, Arc::new(plugin_runtime::NoServices))?;
+    adapter.configure(&params).map_err(crate::catalog::user_error)?;
+    let mut judge = plugin_runtime::TargetAdapter::instantiate(&rt, &haxall, Arc::new(plugin_runtime::NoServices))?;
+    judge.configure(&params).map_err(crate::catalog::user_error)?;
+    let tags = model.tags(1, 0, points)?;
+    let addresses = adapter.addresses(&tags)?;
+    let topology: Vec<(String, Bytes)> = adapter.topology(&tags)?.into_iter().map(|m| (m.address, Bytes::from(m.payload))).collect();
+    let mut writes = Vec::with_capacity(args.messages);
+    let start_ms = crate::loadgen::now_ms() - 3_600_000;
+    let mut sample = 0i64;
+    while writes.len() < args.messages {
+        let values = model.sample(1, 0, points, sample as u64)?;
+        let ts: Vec<i64> = (0..points as i64).map(|i| start_ms + sample * 5_000 + i * 5_000 / points as i64).collect();
+        let enc = adapter.encode(&plugin_runtime::types::Readings { points: (0..points).collect(), values, ts_ms: ts })?;
+        let payload = Bytes::from(enc.payload);
+        let mut begin = 0usize;
+        for (i, end) in enc.ends.iter().enumerate() {
+            let address: Arc<str> = Arc::from(addresses[enc.address_of[i] as usize].as_str());
+            writes.push((address, payload.slice(begin..*end as usize), enc.carries[i]));
+            begin = *end as usize;
+        }
+        sample += 1;
+    }
+    writes.truncate(args.messages);
+    Ok((Bodies { topology, writes }, judge))
+}
+
+type Plain = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+async fn post(client: &Plain, url: &str, body: Bytes) -> anyhow::Result<u16> {
+    let req = hyper::Request::post(url).header("Content-Type", "text/zinc; charset=utf-8").body(Full::new(body))?;
+    let resp = client.request(req).await?;
+    let status = resp.status().as_u16();
+    resp.into_body().collect().await?;
+    Ok(status)
+}
+
+/// The baseline: `conns × window` tasks, each posting its share in turn.
+async fn plain_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], tasks: usize) -> anyhow::Result<(f64, u64)> {
+    let client: Plain = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(tasks).build_http();
+    let next = Arc::new(Mutex::new(0usize));
+    let items: Arc<Vec<(String, Bytes)>> = Arc::new(writes.iter().map(|(a, b, _)| (format!("{url}{}", a.split_once(' ').map(|x| x.1).unwrap_or("/")), b.clone())).collect());
+    let t = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (client, next, items) = (client.clone(), next.clone(), items.clone());
+        handles.push(tokio::spawn(async move {
+            let mut ok = 0u64;
+            loop {
+                let i = {
+                    let mut n = next.lock().unwrap();
+                    *n += 1;
+                    *n - 1
+                };
+                let Some((u, b)) = items.get(i) else { break };
+                if post(&client, u, b.clone()).await.ok() == Some(200) {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut ok = 0;
+    for h in handles {
+        ok += h.await?;
+    }
+    Ok((t.elapsed().as_secs_f64(), ok))
+}
+
+/// scalebench's arm: the HTTP transport, fed as the producer feeds it.
+async fn scalebench_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], args: &HttpBenchArgs, judge: plugin_runtime::TargetAdapter) -> anyhow::Result<(f64, crate::transport::AckCounts)> {
+    let cfg = HttpConfig {
+        bases: [("api".to_string(), url.to_string())].into(),
+        connections: args.connections.max(1),
+        window: args.window.max(1) as usize,
+        request_timeout: Duration::from_secs(30),
+        channel_batches: 4,
+        rules: Arc::new(AdapterRules(Arc::new(Mutex::new(judge)))),
+    };
+    let transport = HttpTransport::start(&cfg);
+    let senders = transport.senders();
+    let t = Instant::now();
+    for (i, chunk) in writes.chunks(16).enumerate() {
+        let batch = chunk.iter().map(|(a, b, n)| Message { address: a.clone(), payload: b.clone(), carries: Carries::Readings { n: *n, ts_s: 0 } }).collect();
+        senders[i % senders.len()].send(batch).await.map_err(|_| anyhow::anyhow!("the transport closed"))?;
+    }
+    drop(senders);
+    let counts = transport.finish(Duration::from_secs(120)).await;
+    Ok((t.elapsed().as_secs_f64(), counts))
+}
+
+pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
+    let points = crate::commands::run::parse_points(&args.points).map_err(|e| crate::cli::UsageError(format!("--points: {e}")))? as u32;
+    let (b, judge) = bodies(opts, &args, points)?;
+    let server = start_server()?;
+    let tasks = (args.connections.max(1) * args.window.max(1)) as usize;
+    let bytes: usize = b.writes.iter().map(|w| w.1.len()).sum();
+    let readings: u64 = b.writes.iter().map(|w| w.2 as u64).sum();
+    println!(
+        "bench http: {} hisWrite requests of {} readings ({} bytes on average), {} points, {} connections × {} in flight, Haystack test server at {} (2 shared cores)",
+        b.writes.len(),
+        args.batch,
+        bytes / b.writes.len().max(1),
+        points,
+        args.connections,
+        args.window,
+        server.url
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async {
+        let client: Plain = Client::builder(TokioExecutor::new()).build_http();
+        for (addr, body) in &b.topology {
+            let path = addr.split_once(' ').map(|x| x.1).unwrap_or("/");
+            let status = post(&client, &format!("{}{path}", server.url), body.clone()).await?;
+            if status != 200 {
+                bail!("committing the topology: HTTP {status}");
+            }
+        }
+        // One unmeasured pass first (the server's history maps fill up: the
+        // arms then replace samples, the same work for each), then the
+        // baseline first and last, scalebench between: drift shows as a gap
+        // between the two baselines.
+        plain_arm(&server.url, &b.writes, tasks).await?;
+        let (p1, ok1) = plain_arm(&server.url, &b.writes, tasks).await?;
+        let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, judge).await?;
+        let (p2, ok2) = plain_arm(&server.url, &b.writes, tasks).await?;
+        let n = b.writes.len() as f64;
+        println!("| arm | requests/s | readings/s | acked | errors |");
+        println!("|---|---|---|---|---|");
+        println!("| plain hyper (1st) | {:.0} | {:.0} | {ok1} of {n} | - |", n / p1, readings as f64 / p1);
+        println!(
+            "| scalebench HTTP transport + judge | {:.0} | {:.0} | {} of {n} | {} |",
+            n / s,
+            readings as f64 / s,
+            counts.acked_msgs,
+            counts.errors
+        );
+        println!("| plain hyper (2nd) | {:.0} | {:.0} | {ok2} of {n} | - |", n / p2, readings as f64 / p2);
+        println!("scalebench / plain (mean of both): {:.2}", (n / s) / ((n / p1 + n / p2) / 2.0));
+        Ok(())
+    })
+}

@@ -1,0 +1,378 @@
+//! HTTP transport: every message is POSTed to `<service base URL><path>`
+//! (the message's address is `"<service> <path>"`), over a pool of
+//! keep-alive connections (hyper), with a bounded number of requests in
+//! flight per connection task. Same shape as MQTT and NATS: bounded channels
+//! of batches, acknowledgements counted per second of payload ts and of
+//! arrival, memory bounded by channel capacity + requests in flight.
+//!
+//! - **Ack.** A message is acknowledged only when the response is 2xx *and*
+//!   the adapter's `judge` accepts it (a Haystack server answers an op
+//!   error with HTTP 200 and an error grid). A refused response counts its
+//!   readings as rejected (`readings_rejected`), with a sample of why.
+//! - **Headers** (Content-Type, Authorization …) come from the adapter's
+//!   `headers(address)`, asked once per transport per address and again
+//!   after a 401 or 403, when the message is sent once more (a token that
+//!   expired is replaced; a second refusal counts the readings as rejected).
+//! - **Pushback.** When a connection task's window is full it waits for a
+//!   response; that wait is `held_back_s`.
+//! - **Errors.** A request that fails (connection refused, reset) or
+//!   outlives `request_timeout` is an error, never an ack; the first few
+//!   distinct messages are kept.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::mqtt::Live;
+use super::{note_error, AckCounts, Batch, Carries, Message};
+use crate::loadgen::now_ms;
+
+/// Largest response body the transport reads: an ingest answer is small,
+/// but a Haystack `commit` answers the 1,000 records it committed (~300 KB).
+/// Bounds memory at window × connections × this, at worst.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// What an adapter says about its HTTP messages: what goes with them, and
+/// whether a 2xx response is an acknowledgement.
+pub trait IngestRules: Send + Sync {
+    fn headers(&self, address: &str) -> Result<Vec<(String, String)>, String>;
+    fn judge(&self, address: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Result<(), String>;
+}
+
+/// No adapter rules: no headers but `content_type`, every 2xx is an ack.
+pub struct PlainRules {
+    pub content_type: String,
+}
+
+impl IngestRules for PlainRules {
+    fn headers(&self, _address: &str) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![("Content-Type".into(), self.content_type.clone())])
+    }
+    fn judge(&self, _: &str, _: u16, _: Vec<(String, String)>, _: Vec<u8>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The adapter's own rules, on an instance of its own (`http-ingest`).
+pub struct AdapterRules(pub Arc<Mutex<plugin_runtime::TargetAdapter>>);
+
+impl IngestRules for AdapterRules {
+    fn headers(&self, address: &str) -> Result<Vec<(String, String)>, String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).http_headers(address).map_err(|e| e.to_string())
+    }
+    fn judge(&self, address: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Result<(), String> {
+        let r = plugin_runtime::types::HttpResponse { status, headers, body };
+        match self.0.lock().unwrap_or_else(|p| p.into_inner()).judge(address, &r) {
+            Ok(v) => v,
+            Err(e) => Err(format!("the adapter could not judge the answer: {e}")),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// Service name → base URL (`http://host:port`, optionally with a path).
+    pub bases: BTreeMap<String, String>,
+    /// Connection tasks (the producer's senders).
+    pub connections: u32,
+    /// Requests in flight per connection task.
+    pub window: usize,
+    pub request_timeout: Duration,
+    pub channel_batches: usize,
+    pub rules: Arc<dyn IngestRules>,
+}
+
+/// Where a message goes: `"<service> <path>"` → URL, or why not.
+pub fn url_for(bases: &BTreeMap<String, String>, address: &str) -> Result<String, String> {
+    let (service, path) = address
+        .split_once(' ')
+        .ok_or_else(|| format!("address {address:?} is not \"<service> <path>\""))?;
+    let base = bases.get(service).ok_or_else(|| {
+        format!("address {address:?} names service `{service}`, which this stack does not have (it has {})", bases.keys().cloned().collect::<Vec<_>>().join(", "))
+    })?;
+    if !path.starts_with('/') || path.starts_with("//") {
+        return Err(format!("address {address:?}: the path must start with a single /"));
+    }
+    Ok(format!("{}{path}", base.trim_end_matches('/')))
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+struct Conn {
+    tx: mpsc::Sender<Batch>,
+    task: JoinHandle<()>,
+    counts: Arc<Mutex<AckCounts>>,
+    in_flight: Arc<AtomicU64>,
+}
+
+pub struct HttpTransport {
+    conns: Vec<Conn>,
+    pub live: Arc<Live>,
+}
+
+/// Headers per address, shared by a transport's connection tasks.
+#[derive(Default)]
+struct HeaderCache(Mutex<HashMap<Arc<str>, Arc<Vec<(String, String)>>>>);
+
+struct Shared {
+    cfg: HttpConfig,
+    client: HttpClient,
+    headers: HeaderCache,
+    live: Arc<Live>,
+}
+
+impl HttpTransport {
+    pub fn start(cfg: &HttpConfig) -> HttpTransport {
+        let live = Arc::new(Live::default());
+        let client: HttpClient = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(cfg.window.max(1) * cfg.connections.max(1) as usize)
+            .build_http();
+        let shared = Arc::new(Shared { cfg: cfg.clone(), client, headers: HeaderCache::default(), live: live.clone() });
+        let mut conns = Vec::new();
+        for _ in 0..cfg.connections.max(1) {
+            let (tx, rx) = mpsc::channel::<Batch>(cfg.channel_batches.max(1));
+            let counts = Arc::new(Mutex::new(AckCounts::default()));
+            let in_flight = Arc::new(AtomicU64::new(0));
+            let task = tokio::spawn(run_connection(shared.clone(), rx, counts.clone(), in_flight.clone()));
+            conns.push(Conn { tx, task, counts, in_flight });
+        }
+        live.connected.store(cfg.connections.max(1) as u64, Ordering::Relaxed);
+        HttpTransport { conns, live }
+    }
+
+    pub fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
+        self.conns.iter().map(|c| c.tx.clone()).collect()
+    }
+
+    pub fn counts(&self) -> AckCounts {
+        let mut all = AckCounts::default();
+        for c in &self.conns {
+            all.merge(&c.counts.lock().unwrap());
+        }
+        all
+    }
+
+    /// Stop taking batches, let the requests in flight answer until
+    /// `drain` is up; requests still unanswered then are lost in flight.
+    pub async fn finish(self, drain: Duration) -> AckCounts {
+        let deadline = tokio::time::Instant::now() + drain;
+        let mut all = AckCounts::default();
+        for c in self.conns {
+            drop(c.tx);
+            let mut task = c.task;
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+                c.counts.lock().unwrap().lost_in_flight += c.in_flight.load(Ordering::Relaxed);
+            }
+            let mut counts = c.counts.lock().unwrap();
+            counts.input_drained = true;
+            all.merge(&counts);
+        }
+        all
+    }
+}
+
+/// The outcome of one request: status, headers and body, or why none came.
+type Answer = Result<(u16, Vec<(String, String)>, Vec<u8>), String>;
+
+async fn run_connection(shared: Arc<Shared>, mut rx: mpsc::Receiver<Batch>, counts: Arc<Mutex<AckCounts>>, in_flight: Arc<AtomicU64>) {
+    let window = shared.cfg.window.max(1);
+    let mut outstanding = FuturesUnordered::new();
+    loop {
+        let batch = tokio::select! {
+            biased;
+            Some((m, r)) = outstanding.next(), if !outstanding.is_empty() => {
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+                settle(&shared, &counts, m, r).await;
+                continue;
+            }
+            b = rx.recv() => match b { Some(b) => b, None => break },
+        };
+        for m in batch {
+            if outstanding.len() >= window {
+                let waited = Instant::now();
+                while outstanding.len() >= window {
+                    if let Some((m, r)) = outstanding.next().await {
+                        in_flight.fetch_sub(1, Ordering::Relaxed);
+                        settle(&shared, &counts, m, r).await;
+                    }
+                }
+                counts.lock().unwrap().held_back_s += waited.elapsed().as_secs_f64();
+            }
+            let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
+            {
+                let mut c = counts.lock().unwrap();
+                c.published += 1;
+                c.queued += 1;
+                c.readings_published += readings;
+            }
+            shared.live.published.fetch_add(1, Ordering::Relaxed);
+            in_flight.fetch_add(1, Ordering::Relaxed);
+            let s = shared.clone();
+            outstanding.push(async move {
+                let r = post(&s, &m).await;
+                (m, r)
+            });
+        }
+    }
+    while let Some((m, r)) = outstanding.next().await {
+        in_flight.fetch_sub(1, Ordering::Relaxed);
+        settle(&shared, &counts, m, r).await;
+    }
+}
+
+/// Headers for `address`, from the cache or the adapter.
+async fn headers_for(shared: &Arc<Shared>, address: &Arc<str>) -> Result<Arc<Vec<(String, String)>>, String> {
+    if let Some(h) = shared.headers.0.lock().unwrap().get(address) {
+        return Ok(h.clone());
+    }
+    let (rules, a) = (shared.cfg.rules.clone(), address.clone());
+    let h = tokio::task::spawn_blocking(move || rules.headers(&a)).await.map_err(|e| format!("headers: {e}"))??;
+    let h = Arc::new(h);
+    shared.headers.0.lock().unwrap().insert(address.clone(), h.clone());
+    Ok(h)
+}
+
+/// POST a message; after a 401 or 403, once more with headers asked for
+/// again (the adapter logs in afresh: a token that expired is replaced).
+async fn post(shared: &Arc<Shared>, m: &Message) -> Answer {
+    let first = post_once(shared, m).await;
+    match first {
+        Ok((401 | 403, _, _)) => {
+            shared.headers.0.lock().unwrap().remove(&m.address);
+            post_once(shared, m).await
+        }
+        other => other,
+    }
+}
+
+async fn post_once(shared: &Arc<Shared>, m: &Message) -> Answer {
+    let url = url_for(&shared.cfg.bases, &m.address)?;
+    let headers = headers_for(shared, &m.address).await.map_err(|e| format!("no headers for {}: {e}", m.address))?;
+    let mut req = hyper::Request::post(url.as_str());
+    for (k, v) in headers.iter() {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let req = req.body(Full::new(m.payload.clone())).map_err(|e| format!("cannot build a request to {url}: {e}"))?;
+    let timeout = shared.cfg.request_timeout;
+    let exchange = async {
+        let resp = shared.client.request(req).await.map_err(|e| describe_error(&url, &e))?;
+        let status = resp.status().as_u16();
+        let hs = resp.headers().iter().map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("POST {url}: reading the answer: {e}"))?
+            .to_bytes();
+        Ok((status, hs, body.to_vec()))
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("POST {url}: no answer within {} s", timeout.as_secs_f64())),
+    }
+}
+
+fn describe_error(url: &str, e: &hyper_util::client::legacy::Error) -> String {
+    let mut s = format!("POST {url}: {e}");
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s.push_str(&format!(": {inner}"));
+        src = inner.source();
+    }
+    s
+}
+
+async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, r: Answer) {
+    let live = &shared.live;
+    let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
+    let refused = |why: String| {
+        let mut c = counts.lock().unwrap();
+        c.readings_rejected += readings;
+        c.record_error(why);
+        live.errors.fetch_add(1, Ordering::Relaxed);
+    };
+    match r {
+        Err(e) => note_error(counts, live, e),
+        Ok((status, _, body)) if !(200..300).contains(&status) => {
+            let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+            refused(format!("HTTP {status} from {}: {}", m.address, text.trim()));
+        }
+        Ok((status, hs, body)) => {
+            let (rules, a) = (shared.cfg.rules.clone(), m.address.clone());
+            let verdict = tokio::task::spawn_blocking(move || rules.judge(&a, status, hs, body))
+                .await
+                .unwrap_or_else(|e| Err(format!("judging the answer failed: {e}")));
+            match verdict {
+                Ok(()) => {
+                    let n = counts.lock().unwrap().record_ack(m.carries, now_ms(), false);
+                    live.readings_acked.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(why) => refused(format!("{} refused: {why}", m.address)),
+            }
+        }
+    }
+}
+
+/// HTTP ingest as a [`super::Carrier`].
+pub struct HttpCarrier {
+    pub cfg: HttpConfig,
+}
+
+impl super::Carrier for HttpCarrier {
+    fn describe(&self) -> String {
+        let services: Vec<String> = self.cfg.bases.iter().map(|(k, v)| format!("{k} at {v}")).collect();
+        format!("HTTP {} ({} connections × {} requests in flight)", services.join(", "), self.cfg.connections, self.cfg.window)
+    }
+    fn open(&self) -> super::BoxFuture<'_, anyhow::Result<Box<dyn super::Transport>>> {
+        Box::pin(async move { Ok(Box::new(HttpTransport::start(&self.cfg)) as Box<dyn super::Transport>) })
+    }
+    fn acks_expected(&self) -> bool {
+        true
+    }
+    fn ack_means_stored(&self) -> bool {
+        false
+    }
+}
+
+impl super::Transport for HttpTransport {
+    fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
+        HttpTransport::senders(self)
+    }
+    fn counts(&self) -> AckCounts {
+        HttpTransport::counts(self)
+    }
+    fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
+        None
+    }
+    fn finish(self: Box<Self>, drain: Duration) -> super::BoxFuture<'static, AckCounts> {
+        Box::pin(HttpTransport::finish(*self, drain))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_resolve_against_the_stack_only() {
+        let bases: BTreeMap<String, String> = [("api".to_string(), "http://127.0.0.1:28080/".to_string())].into();
+        assert_eq!(url_for(&bases, "api /api/hisWrite").unwrap(), "http://127.0.0.1:28080/api/hisWrite");
+        assert!(url_for(&bases, "gateway /x").unwrap_err().contains("`gateway`"));
+        assert!(url_for(&bases, "api //evil/x").is_err());
+        assert!(url_for(&bases, "api").is_err());
+    }
+}

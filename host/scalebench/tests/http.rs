@@ -1,0 +1,412 @@
+//! HTTP targets end to end: the `haxall` adapter over scalebench's HTTP
+//! transport against the Haystack test server (a real process: the local
+//! stack's child, or one the test starts for `--stack external`), with and
+//! without SCRAM, and the calibration faults of HTTP ingest: error grids
+//! answered with 200 must be counted as refused to the reading, and a
+//! server that stops answering must fail the step on pushback.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::ladder::{assert_no_stack_processes, free_base_port, step0, Run, ONE_STACK_AT_A_TIME};
+
+/// Ladder args for the haxall target: 1k and 2.5k points every 5 s
+/// (`make run`'s steps), short soaks.
+fn haxall_args(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run", "--target", "haxall", "--model", "plant-shaped", "--steps", "1k,2.5k", "--warmup", "2s", "--soak", "8s",
+        "--sample-every", "2s", "--drain-timeout", "30s", "--connections", "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(["--results-dir".into(), dir.join("results").display().to_string()]);
+    a.extend(["--run-dir".into(), dir.join("stack").display().to_string()]);
+    a.extend(["--base-port".into(), free_base_port().to_string()]);
+    for pair in extra.chunks(2) {
+        match a.iter().position(|x| x == pair[0]) {
+            Some(i) if pair.len() == 2 => a[i + 1] = pair[1].to_string(),
+            _ => a.extend(pair.iter().map(|s| s.to_string())),
+        }
+    }
+    a
+}
+
+fn run_haxall(extra: &[&str], env: &[(&str, &str)]) -> Run {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    run_haxall_unlocked(extra, env)
+}
+
+/// [`run_haxall`] for a caller that holds `ONE_STACK_AT_A_TIME` already.
+fn run_haxall_unlocked(extra: &[&str], env: &[(&str, &str)]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(haxall_args(dir.path(), extra))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert_no_stack_processes(&dir.path().join("stack"));
+    Run { out, dir }
+}
+
+fn reasons(s: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(&s["reasons"]).unwrap()
+}
+
+/// Every step passed with stored = acked second by second, canaries seen
+/// and every haystack probe measured within budget.
+fn assert_clean_haxall_ladder(run: &Run) {
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    assert_eq!(r["probes"], "haystack", "the haxall target runs the haystack probe set");
+    let steps = r["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{}", stderr(&run.out));
+    for s in steps {
+        assert_eq!(s["status"], "pass", "{} points: {}\n{}", s["points"], reasons(s), stderr(&run.out));
+        let acked = s["ingest"]["acked"].as_u64().unwrap();
+        assert!(acked > 0);
+        assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+        assert_eq!(s["ingest"]["short_seconds_count"], 0);
+        assert_eq!(s["generator"]["rejected"], 0);
+        assert!(s["lag"]["canaries_sent"].as_u64().unwrap() >= 3, "{}", s["lag"]);
+        assert_eq!(s["lag"]["lost"], 0);
+        assert!(s["lag"]["p95_s"].as_f64().is_some(), "{}", s["lag"]);
+        let probes = s["probes"].as_array().unwrap();
+        let names: Vec<&str> = probes.iter().filter_map(|p| p["name"].as_str()).collect();
+        for want in ["read-point", "read-equip", "his-read-today", "his-read-1000", "about"] {
+            assert!(names.contains(&want), "probe {want} missing: {names:?}");
+        }
+        assert!(probes.iter().all(|p| p["ok"] == true && p["warm_median_s"].as_f64().is_some()), "{probes:?}");
+    }
+    assert_eq!(r["max_passing_points"], 2500);
+}
+
+#[test]
+fn a_haxall_ladder_without_auth_stores_what_was_acked() {
+    let run = run_haxall(&[], &[]);
+    assert_clean_haxall_ladder(&run);
+}
+
+#[test]
+fn a_haxall_ladder_with_scram_logs_in_with_a_password_from_a_file() {
+    let secrets = tempfile::tempdir().unwrap();
+    let file = secrets.path().join("pw");
+    std::fs::write(&file, "s3cret-for-scram\n").unwrap();
+    let run = run_haxall(&["--target-params", r#"{"user":"su"}"#, "--probe-params", r#"{"user":"su"}"#, "--credentials-file", file.to_str().unwrap()], &[]);
+    assert_clean_haxall_ladder(&run);
+    // The password is nowhere in the result or the output.
+    let text = std::fs::read_to_string(std::fs::read_dir(run.dir.path().join("results")).unwrap().next().unwrap().unwrap().path()).unwrap();
+    assert!(!text.contains("s3cret-for-scram"));
+    assert!(!stderr(&run.out).contains("s3cret-for-scram"));
+}
+
+#[test]
+fn a_password_on_the_command_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(haxall_args(dir.path(), &["--target-params", r#"{"user":"su","password":"x"}"#]))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--credentials-file"), "{}", stderr(&out));
+}
+
+/// The test server as a process of the test's own, for `--stack external`.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let child = Command::new(bin())
+            .args(["haystack-testserver", "--port", "0", "--ready-file", ready.to_str().unwrap()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "test server not ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let text = std::fs::read_to_string(&ready).unwrap();
+        let port = text.trim().trim_start_matches("port=").parse().unwrap();
+        Server { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// What the calibration faults did (`GET /test/faults`).
+    fn faults(&self) -> serde_json::Value {
+        let body = ureq::get(&format!("{}/test/faults", self.url())).call().unwrap().into_string().unwrap();
+        serde_json::from_str(&body).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A ladder against `server`; the caller holds `ONE_STACK_AT_A_TIME` from
+/// before the server started (its faults are timed from its start).
+fn run_external(server: &Server, extra: &[&str]) -> Run {
+    let service = format!("api={}", server.url());
+    let mut args = vec!["--stack", "external", "--service", service.as_str(), "--steps", "1k", "--probes", "none"];
+    args.extend_from_slice(extra);
+    run_haxall_unlocked(&args, &[])
+}
+
+#[test]
+fn error_grids_answered_with_200_are_refused_readings_to_the_reading() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Server::start(&["--error-one-in", "50"]);
+    let run = run_external(&server, &[]);
+    let r = run.result();
+    let s = step0(&r);
+    let f = server.faults();
+    // Readings the server refused, canaries excluded (they are not readings).
+    let refused: u64 = f["rejected_readings"].as_object().unwrap().iter().filter(|(id, _)| !id.ends_with("canary")).map(|(_, n)| n.as_u64().unwrap()).sum();
+    assert!(f["rejected_requests"].as_u64().unwrap() >= 10, "{f}");
+    assert!(refused > 0, "{f}");
+    assert_eq!(s["generator"]["rejected"].as_u64().unwrap(), refused, "{f}\n{}", stderr(&run.out));
+    // Refused readings are never acked, so what was acked was stored.
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("refused") && reasons(s).contains("injected fault"), "{}", reasons(s));
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_step_on_pushback() {
+    // Answers for the topology and the first seconds, then hangs every hisWrite.
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Server::start(&["--stall-after", "6"]);
+    let run = run_external(&server, &["--warmup", "1s", "--soak", "10s", "--drain-timeout", "5s"]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    assert!(reasons(s).contains("pushback"), "{}", reasons(s));
+    assert!(s["generator"]["held_back_s"].as_f64().unwrap() > 3.0, "{}", s["generator"]);
+}
+
+// ---- the template adapter, built outside the repository --------------------
+
+/// A small JSON ingest server: the API the template adapter speaks
+/// (see plugins/template-adapter/src/lib.rs), storing counts in memory.
+mod ingest_server {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::Uri;
+    use axum::routing::{get, post};
+    use axum::Router;
+
+    #[derive(Default)]
+    pub struct Store {
+        pub by_second: Mutex<BTreeMap<i64, u64>>,
+        pub canaries: Mutex<BTreeSet<u64>>,
+        pub points: Mutex<u64>,
+    }
+
+    type S = State<Arc<Store>>;
+
+    fn query(uri: &Uri, key: &str) -> Option<i64> {
+        uri.query()?.split('&').find_map(|kv| kv.strip_prefix(&format!("{key}=")).and_then(|v| v.parse().ok()))
+    }
+
+    async fn ingest(State(s): S, body: Bytes) -> String {
+        let v: serde_json::Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => return format!("{{\"error\":\"{e}\"}}"),
+        };
+        let mut m = s.by_second.lock().unwrap();
+        let rows = v.as_array().cloned().unwrap_or_default();
+        for r in &rows {
+            *m.entry(r["ts"].as_i64().unwrap().div_euclid(1000) * 1000).or_default() += 1;
+        }
+        format!("{{\"accepted\":{}}}", rows.len())
+    }
+
+    async fn topology(State(s): S, body: Bytes) -> &'static str {
+        *s.points.lock().unwrap() += body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64;
+        "{}"
+    }
+
+    async fn canary(State(s): S, body: Bytes) -> &'static str {
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        s.canaries.lock().unwrap().insert(v["seq"].as_u64().unwrap());
+        "{}"
+    }
+
+    async fn stored(State(s): S, uri: Uri) -> String {
+        let (a, b) = (query(&uri, "start").unwrap(), query(&uri, "end").unwrap());
+        let rows: Vec<String> = s.by_second.lock().unwrap().range(a..b).map(|(k, v)| format!("[{k},{v}]")).collect();
+        format!("[{}]", rows.join(","))
+    }
+
+    async fn canaries(State(s): S, uri: Uri) -> String {
+        let from = query(&uri, "from").unwrap_or(0) as u64;
+        let v: Vec<String> = s.canaries.lock().unwrap().range(from..).map(|x| x.to_string()).collect();
+        format!("[{}]", v.join(","))
+    }
+
+    /// Serve on a free loopback port in a thread of its own; the base URL.
+    pub fn start(store: Arc<Store>) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let app = Router::new()
+                    .route("/ingest", post(ingest))
+                    .route("/topology", post(topology))
+                    .route("/canary", post(canary))
+                    .route("/stored", get(stored))
+                    .route("/canaries", get(canaries))
+                    .route("/count", get(|| async { "{}" }))
+                    .with_state(store);
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(l, app).await.unwrap();
+            });
+        });
+        url
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            if e.file_name() != "target" {
+                copy_dir(&e.path(), &to.join(e.file_name()));
+            }
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_template_adapter_keeps_its_own_copy_of_the_contract() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let wit = std::fs::read_to_string(root.join("wit/plugin.wit")).unwrap();
+    let copy = std::fs::read_to_string(root.join("plugins/template-adapter/wit/plugin.wit")).unwrap();
+    assert!(wit == copy, "plugins/template-adapter/wit/plugin.wit differs from wit/plugin.wit: copy it again");
+}
+
+#[test]
+fn the_template_adapter_copied_out_of_the_repository_builds_and_runs_a_step() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let work = tempfile::tempdir().unwrap();
+    let crate_dir = work.path().join("my-adapter");
+    copy_dir(&root.join("plugins/template-adapter"), &crate_dir);
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("template-adapter-target");
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--offline", "--release", "--target", "wasm32-wasip2"])
+        .current_dir(&crate_dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "building the copied template failed:\n{}", stderr(&out));
+    let wasm = target.join("wasm32-wasip2/release/template_adapter.wasm");
+
+    let store = std::sync::Arc::new(ingest_server::Store::default());
+    let url = ingest_server::start(store.clone());
+    let service = format!("ingest={url}");
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let args = crate::ladder::ladder_args(
+        dir.path(),
+        &["--target", wasm.to_str().unwrap(), "--stack", "external", "--service", service.as_str(), "--probes", "none", "--soak", "6s"],
+    );
+    let out = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let run = Run { out, dir };
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    // An external stack's processes are not scalebench's: restarts are
+    // unmeasured, so the step is inconclusive for that reason alone.
+    let why: Vec<&str> = s["reasons"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
+    assert!(why.iter().all(|r| r.starts_with("not measured: restarts")), "{}\n{}", reasons(s), stderr(&run.out));
+    assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 7);
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert_eq!(s["lag"]["lost"], 0);
+    assert_eq!(*store.points.lock().unwrap(), 200);
+}
+
+#[test]
+fn a_budgets_file_without_the_probe_sets_budgets_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = dir.path().join("budgets.json");
+    std::fs::write(&budgets, r#"{"probe_sets": {"historian-sql": {"latest-all": {"budget_s": 1.0}}}}"#).unwrap();
+    let out = Command::new(bin())
+        .args(haxall_args(dir.path(), &["--budgets", budgets.to_str().unwrap()]))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("no budgets for probe set `haystack`") && e.contains("historian-sql") && e.contains("hint:"), "{e}");
+    assert!(!dir.path().join("stack").exists(), "nothing should have started");
+}
+
+#[test]
+fn the_haystack_compose_file_passes_the_isolation_guard() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compose/haystack.yml");
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("scale.env");
+    std::fs::write(&env_file, "X=1\n").unwrap();
+    std::fs::set_permissions(&env_file, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600)).unwrap();
+    let env = [("SCALE_HAYSTACK_PORT".to_string(), free_base_port().to_string())].into();
+    let p = scalebench::stack::compose::load(&file, &env, &env_file, Some("scale-haystack-test"), &Default::default(), None, 2).unwrap();
+    scalebench::stack::compose::check(&p, Path::new("/work/checkout"), true).unwrap();
+}
+
+#[test]
+fn killing_the_local_haystack_server_is_a_restart_and_the_loss_of_what_it_held() {
+    // The test server keeps its history in memory: killed, it comes back empty.
+    let run = run_haxall(&["--steps", "1k", "--kill", "haystack:5s", "--probes", "none"], &[]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}", reasons(s));
+    let why = reasons(s);
+    assert!(why.contains("haystack: restart") && why.contains("SIGKILL"), "{why}");
+    assert!(why.contains("data loss"), "{why}");
+    assert!(s["ingest"]["stored"].as_u64().unwrap() < s["ingest"]["acked"].as_u64().unwrap());
+}
+
+#[test]
+fn an_expired_token_is_replaced_by_a_new_login_and_nothing_is_refused() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let secrets = tempfile::tempdir().unwrap();
+    let pw = secrets.path().join("pw");
+    std::fs::write(&pw, "ttl-test-pw\n").unwrap();
+    // Tokens live 3 s: several expire during the step.
+    let server = Server::start(&["--user", "su", "--password-file", pw.to_str().unwrap(), "--token-ttl", "3"]);
+    let run = run_external(&server, &["--target-params", r#"{"user":"su"}"#, "--credentials-file", pw.to_str().unwrap()]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["generator"]["rejected"], 0, "{}\n{}", reasons(s), stderr(&run.out));
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 8);
+    assert!(!reasons(s).contains("refused") && !reasons(s).contains("data loss"), "{}", reasons(s));
+}

@@ -1,0 +1,98 @@
+//! Component glue: WIT types in, pure modules, WIT types out.
+
+use scalebench_plugin_sdk::probe_set::exports::scalebench::plugin::probe_set::{Guest, Probe, ProbeRequest, ProbeResponse};
+use scalebench_plugin_sdk::probe_set::scalebench::plugin::types::{HttpRequest, LogLevel, PluginInfo, PluginKind, TagInfo};
+use scalebench_plugin_sdk::probe_set::scalebench::plugin::{entropy, http_client, logging};
+
+use crate::params::{self, Params};
+use crate::probes::{self, Point};
+use crate::{scram, zinc};
+
+fn login(p: &Params) -> Result<Option<String>, String> {
+    if p.user.is_empty() {
+        return Ok(None);
+    }
+    let nonce = scram::nonce_from(&entropy::random_bytes(18));
+    let about = format!("{}/about", p.api_path);
+    let mut send = |auth: &str| -> Result<(u16, Vec<(String, String)>), String> {
+        let r = http_client::send(&HttpRequest {
+            method: "GET".into(),
+            service: p.service.clone(),
+            path: about.clone(),
+            headers: vec![("Authorization".into(), auth.into())],
+            body: Vec::new(),
+        })?;
+        Ok((r.status, r.headers))
+    };
+    Ok(Some(format!("BEARER authToken={}", scram::login(&p.user, &p.password, &nonce, &mut send)?)))
+}
+
+/// The last hour by the server's clock (about's serverTime), as a Zinc range.
+fn last_hour(p: &Params, auth: &Option<String>) -> Option<String> {
+    let mut headers = vec![("Accept".to_string(), "application/json".to_string())];
+    if let Some(a) = auth {
+        headers.push(("Authorization".into(), a.clone()));
+    }
+    let r = http_client::send(&HttpRequest { method: "GET".into(), service: p.service.clone(), path: format!("{}/about", p.api_path), headers, body: Vec::new() }).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+    let t = v["rows"][0]["serverTime"]["val"].as_str()?;
+    let now = zinc::parse_datetime(t)?;
+    let utc = zinc::Tz::utc();
+    let mut s = String::new();
+    zinc::write_datetime(&mut s, now - 3_600_000, &utc);
+    s.push(',');
+    zinc::write_datetime(&mut s, now, &utc);
+    Some(s)
+}
+
+struct Haystack;
+
+impl Guest for Haystack {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "haystack".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            abi: scalebench_plugin_sdk::ABI_VERSION.into(),
+            kind: PluginKind::ProbeSet,
+            summary: "a Haystack server's reads: read point/equip, hisRead of one equip today and of 1,000 points for an hour, about".into(),
+            params_schema: params::SCHEMA.into(),
+            default_params: params::DEFAULT_JSON.into(),
+        }
+    }
+
+    fn setup(params_json: String, points: Vec<TagInfo>) -> Result<Vec<Probe>, String> {
+        let p = Params::from_json(&params_json)?;
+        let auth = login(&p)?;
+        let points: Vec<Point> = points.into_iter().map(|t| Point { index: t.index, site: t.site, equip: t.equip, label: t.label }).collect();
+        let (list, notes) = probes::setup(&p, &points, last_hour(&p, &auth));
+        for n in notes {
+            logging::log(LogLevel::Warn, &n);
+        }
+        Ok(list
+            .into_iter()
+            .map(|x| {
+                let mut headers = vec![("Accept".to_string(), x.accept.to_string())];
+                if let Some(a) = &auth {
+                    headers.push(("Authorization".into(), a.clone()));
+                }
+                if x.method == "POST" {
+                    headers.push(("Content-Type".into(), "text/zinc; charset=utf-8".into()));
+                }
+                Probe {
+                    name: x.name,
+                    description: x.description,
+                    request: ProbeRequest::Http(HttpRequest { method: x.method, service: p.service.clone(), path: x.path, headers, body: x.body.into_bytes() }),
+                }
+            })
+            .collect())
+    }
+
+    fn check(name: String, response: ProbeResponse) -> Result<(), String> {
+        match response {
+            ProbeResponse::Http(h) => probes::check(&name, h.status, &h.body),
+            ProbeResponse::Sql(_) => Err(format!("{name}: expected an HTTP response, got SQL rows")),
+        }
+    }
+}
+
+scalebench_plugin_sdk::export_probe_set!(Haystack);

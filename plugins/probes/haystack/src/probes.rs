@@ -1,0 +1,162 @@
+//! The probes and the judging of their answers, as plain data.
+
+use crate::params::Params;
+use crate::zinc;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub index: u32,
+    pub site: u32,
+    pub equip: u32,
+    pub label: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Req {
+    pub name: String,
+    pub description: String,
+    pub method: String,
+    pub path: String,
+    /// Zinc request grid; empty for GET.
+    pub body: String,
+    /// The answer's format. hisRead answers are asked for as Haystack JSON:
+    /// a batch hisRead grid has one row per distinct timestamp and a column
+    /// per point, and plant points report at staggered offsets, so in Zinc
+    /// (a cell per column, `N` when empty) 1,000 points over an hour of
+    /// 5-second readings are ~36k rows × 1,000 cells, tens of MiB; JSON
+    /// rows carry only the cells that hold a value (measured: the Zinc
+    /// answer passed 64 MiB at the 2,500-point step of a 60 s + 30 s ladder).
+    pub accept: &'static str,
+}
+
+const ZINC: &str = "text/zinc";
+const JSON: &str = "application/json";
+
+pub fn point_id(p: &Params, t: &Point) -> String {
+    format!("{}.s{}.e{}.{}", p.id_prefix, t.site, t.equip, zinc::ref_safe(&t.label))
+}
+
+fn his_read_batch(ids: &[String], range: &str) -> String {
+    let mut g = String::from("ver:\"3.0\" range:");
+    zinc::write_str(&mut g, range);
+    g.push_str("\nid\n");
+    for id in ids {
+        g.push('@');
+        g.push_str(id);
+        g.push('\n');
+    }
+    g
+}
+
+fn read_filter(filter: &str) -> String {
+    let mut g = String::from("ver:\"3.0\"\nfilter\n");
+    zinc::write_str(&mut g, filter);
+    g.push('\n');
+    g
+}
+
+/// The probes. `hour_range` is the last hour as a Zinc range (from the
+/// server's clock), or None to fall back to `today`.
+pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<Req>, Vec<String>) {
+    let mut notes = Vec::new();
+    let path = |op: &str| format!("{}/{}", p.api_path, op);
+    let mut out = vec![
+        Req { name: "read-point".into(), description: "read filter point: every point record".into(), method: "POST".into(), path: path("read"), body: read_filter("point"), accept: ZINC },
+        Req { name: "read-equip".into(), description: "read filter equip: every equip record".into(), method: "POST".into(), path: path("read"), body: read_filter("equip"), accept: ZINC },
+    ];
+    if let Some(first) = points.first() {
+        let ids: Vec<String> = points.iter().filter(|t| t.site == first.site && t.equip == first.equip).map(|t| point_id(p, t)).collect();
+        out.push(Req {
+            name: "his-read-today".into(),
+            description: format!("hisRead today of the {} points of one equip (readAll(equip) then one batch hisRead)", ids.len()),
+            method: "POST".into(),
+            path: path("hisRead"),
+            body: his_read_batch(&ids, "today"),
+            accept: JSON,
+        });
+        let n = (p.his_read_points as usize).min(points.len());
+        if n < p.his_read_points as usize {
+            notes.push(format!("his-read-{}: the run offers only {n} points", p.his_read_points));
+        }
+        let ids: Vec<String> = points[..n].iter().map(|t| point_id(p, t)).collect();
+        let range = hour_range.unwrap_or_else(|| {
+            notes.push("no serverTime in /about: his-read probe reads today instead of the last hour".into());
+            "today".into()
+        });
+        out.push(Req {
+            name: format!("his-read-{}", p.his_read_points),
+            description: format!("batch hisRead of {n} points for the last hour"),
+            method: "POST".into(),
+            path: path("hisRead"),
+            body: his_read_batch(&ids, &range),
+            accept: JSON,
+        });
+    } else {
+        notes.push("no points offered: the hisRead probes are left out".into());
+    }
+    out.push(Req { name: "about".into(), description: "GET about".into(), method: "GET".into(), path: path("about"), body: String::new(), accept: ZINC });
+    (out, notes)
+}
+
+/// Judge an answer: HTTP 200, and not an error grid (Zinc or JSON).
+/// `read-*` answers must hold at least one record.
+pub fn check(name: &str, status: u16, body: &[u8]) -> Result<(), String> {
+    if status != 200 {
+        return Err(format!("{name}: HTTP {status}: {}", String::from_utf8_lossy(body).chars().take(200).collect::<String>()));
+    }
+    let text = std::str::from_utf8(body).map_err(|_| format!("{name}: answer is not UTF-8"))?;
+    let trimmed = text.trim_start();
+    let rows = if trimmed.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(trimmed).map_err(|e| format!("{name}: bad JSON grid: {e}"))?;
+        if v["meta"].get("err").is_some() {
+            return Err(format!("{name}: error grid: {}", v["meta"]["dis"].as_str().unwrap_or("(no dis)")));
+        }
+        v["rows"].as_array().map_or(0, |r| r.len())
+    } else {
+        if !trimmed.starts_with("ver:") {
+            return Err(format!("{name}: answer is not a Zinc grid: {}", trimmed.chars().take(80).collect::<String>()));
+        }
+        if let Some(dis) = zinc::error_grid(trimmed) {
+            return Err(format!("{name}: error grid: {dis}"));
+        }
+        trimmed.lines().filter(|l| !l.trim().is_empty()).count().saturating_sub(2)
+    };
+    if name.starts_with("read-") && rows == 0 {
+        return Err(format!("{name}: no records: the run's topology is not on the server"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pts(n: u32) -> Vec<Point> {
+        (0..n).map(|i| Point { index: i, site: 0, equip: i / 4, label: format!("t{}", i % 4) }).collect()
+    }
+
+    #[test]
+    fn builds_probes() {
+        let (r, notes) = setup(&Params::default(), &pts(10), Some("2024-05-01T11:00:00Z UTC,2024-05-01T12:00:00Z UTC".into()));
+        let names: Vec<&str> = r.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["read-point", "read-equip", "his-read-today", "his-read-1000", "about"]);
+        let accepts: Vec<&str> = r.iter().map(|x| x.accept).collect();
+        assert_eq!(accepts, [ZINC, ZINC, JSON, JSON, ZINC], "hisRead answers as JSON (only the cells with values)");
+        assert_eq!(r[0].body, "ver:\"3.0\"\nfilter\n\"point\"\n");
+        assert_eq!(r[2].body, "ver:\"3.0\" range:\"today\"\nid\n@sb.s0.e0.t0\n@sb.s0.e0.t1\n@sb.s0.e0.t2\n@sb.s0.e0.t3\n");
+        assert!(r[3].body.starts_with("ver:\"3.0\" range:\"2024-05-01T11:00:00Z UTC,2024-05-01T12:00:00Z UTC\"\nid\n@sb.s0.e0.t0\n"));
+        assert_eq!(r[3].body.lines().count(), 12);
+        assert_eq!(r[4].method, "GET");
+        assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn checks_answers() {
+        assert!(check("about", 200, b"ver:\"3.0\"\nhaystackVersion\n\"4.0\"\n").is_ok());
+        assert!(check("read-point", 200, b"ver:\"3.0\"\nempty\n").unwrap_err().contains("no records"));
+        assert!(check("his-read-today", 200, b"ver:\"3.0\" err dis:\"boom\"\nempty\n").unwrap_err().contains("boom"));
+        assert!(check("x", 200, br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"bad"},"cols":[],"rows":[]}"#).unwrap_err().contains("bad"));
+        assert!(check("x", 500, b"oops").unwrap_err().contains("500"));
+        assert!(check("x", 200, b"<html>").unwrap_err().contains("not a Zinc"));
+    }
+}
