@@ -255,6 +255,6 @@ fn a_target_whose_plan_no_stack_provides_gets_an_error_naming_what_is_missing() 
     let run = run_ladder(&["--target", adapter.to_str().unwrap(), "--probes", "none"]);
     assert!(!run.out.status.success());
     let e = stderr(&run.out);
-    assert!(e.contains("HTTP ingest") || e.contains("service named `haystack`"), "{e}");
+    assert!(e.contains("needs a service named `timescale`") && e.contains("does not provide"), "{e}");
     assert!(!e.contains("panicked") && !e.contains("TransportPlan"), "{e}");
 }

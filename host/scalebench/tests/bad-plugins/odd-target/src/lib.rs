@@ -1,6 +1,6 @@
 //! Test plugin: a third-party target adapter whose plan asks for what no
-//! built-in stack has (HTTP ingest to a service named `haystack`). The host
-//! must say what is missing, in words, not panic.
+//! built-in stack has (HTTP ingest counted in a SQL store named `timescale`).
+//! The host must say what is missing, in words, not panic.
 use scalebench_plugin_sdk::target_adapter::exports::scalebench::plugin::target_adapter::{EncodedBatch, Guest, Message, Plan, StoragePlan, TransportPlan};
 use scalebench_plugin_sdk::target_adapter::scalebench::plugin::types::{PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window};
 
@@ -19,7 +19,9 @@ impl Guest for Odd {
         }
     }
     fn configure(_p: String) -> Result<Plan, String> {
-        Ok(Plan { transport: TransportPlan::Http, storage: StoragePlan::Http("haystack".into()), services: vec!["haystack".into()] })
+        // HTTP ingest counted in a SQL store no built-in stack has beside an
+        // HTTP server: the run must name the missing service.
+        Ok(Plan { transport: TransportPlan::Http, storage: StoragePlan::Sql("timescale".into()), services: vec!["haystack".into(), "timescale".into()] })
     }
     fn addresses(points: Vec<TagInfo>) -> Vec<String> {
         points.iter().map(|_| "haystack /api/hisWrite".to_string()).collect()
