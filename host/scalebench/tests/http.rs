@@ -15,23 +15,9 @@ use crate::ladder::{assert_no_stack_processes, free_base_port, step0, Run, ONE_S
 /// Ladder args for the haxall target: 1k and 2.5k points every 5 s
 /// (`make run`'s steps), short soaks.
 fn haxall_args(dir: &Path, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "run", "--target", "haxall", "--model", "plant-shaped", "--steps", "1k,2.5k", "--warmup", "2s", "--soak", "8s",
-        "--sample-every", "2s", "--drain-timeout", "30s", "--connections", "2",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend(["--results-dir".into(), dir.join("results").display().to_string()]);
-    a.extend(["--run-dir".into(), dir.join("stack").display().to_string()]);
-    a.extend(["--base-port".into(), free_base_port().to_string()]);
-    for pair in extra.chunks(2) {
-        match a.iter().position(|x| x == pair[0]) {
-            Some(i) if pair.len() == 2 => a[i + 1] = pair[1].to_string(),
-            _ => a.extend(pair.iter().map(|s| s.to_string())),
-        }
-    }
-    a
+    let mut a: Vec<&str> = vec!["--target", "haxall", "--steps", "1k,2.5k", "--interval", "5s", "--soak", "8s"];
+    a.extend_from_slice(extra);
+    crate::ladder::ladder_args(dir, &a)
 }
 
 fn run_haxall(extra: &[&str], env: &[(&str, &str)]) -> Run {
