@@ -552,6 +552,29 @@ async fn faults(State(state): State<Shared>) -> Response {
     ([("content-type", "application/json")], body).into_response()
 }
 
+/// `GET /test/his-count`: how many points hold history and how many
+/// readings they hold in all, with the oldest and newest timestamp (ms), as
+/// JSON (not Haystack): what a test compares exact counts against without
+/// reading millions of readings back through hisRead.
+async fn his_count(State(state): State<Shared>) -> Response {
+    let his = state.his.read();
+    let (mut readings, mut first, mut last) = (0u64, i64::MAX, i64::MIN);
+    for series in his.values() {
+        readings += series.len() as u64;
+        if let (Some((a, _)), Some((b, _))) = (series.first_key_value(), series.last_key_value()) {
+            first = first.min(*a);
+            last = last.max(*b);
+        }
+    }
+    let points = his.values().filter(|s| !s.is_empty()).count();
+    let body = if readings == 0 {
+        format!("{{\"points\":{points},\"readings\":0}}")
+    } else {
+        format!("{{\"points\":{points},\"readings\":{readings},\"first_ms\":{first},\"last_ms\":{last}}}")
+    };
+    ([("content-type", "application/json")], body).into_response()
+}
+
 fn day_start(d: NaiveDate) -> i64 {
     Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap()).timestamp_millis()
 }
@@ -710,6 +733,7 @@ pub fn app(cfg: &Config) -> Router {
         .route("/api/hisWrite", post(his_write))
         .route("/api/hisRead", post(his_read))
         .route("/test/faults", get(faults))
+        .route("/test/his-count", get(his_count))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
         .with_state(state)
 }

@@ -58,3 +58,14 @@ pub mod http_ingest {
         },
     });
 }
+
+/// The optional `probe-answer` export of a probe set (sizes of HTTP answers).
+pub mod probe_answer {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "probe-answer-exports",
+        with: {
+            "scalebench:plugin/types": crate::bindings::adapter::scalebench::plugin::types,
+        },
+    });
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use crate::bindings::{adapter, history, http_ingest, model, probe};
+use crate::bindings::{adapter, history, http_ingest, model, probe, probe_answer};
 use crate::host::{HostServices, StoreState};
 use crate::runtime::{classify, Limits, Plugin, Runtime};
 use crate::types::{PluginInfo, PluginKind, Readings, Stat, TagInfo, Window, PerSecond};
@@ -176,8 +176,14 @@ impl ValueModel {
 
 /// A loaded probe set.
 pub struct ProbeSet {
-    g: Guarded<probe::ProbeSetPlugin>,
+    g: Guarded<ProbeBindings>,
     pub info: PluginInfo,
+}
+
+struct ProbeBindings {
+    main: probe::ProbeSetPlugin,
+    /// The optional `probe-answer` export (added within 0.1; older probe sets lack it).
+    answer: Option<probe_answer::ProbeAnswerExports>,
 }
 
 impl ProbeSet {
@@ -185,12 +191,25 @@ impl ProbeSet {
         expect_world(plugin, World::ProbeSet)?;
         let mut store = rt.new_store(plugin, services);
         store.set_epoch_deadline(rt.ticks());
-        let bindings = match probe::ProbeSetPlugin::instantiate(&mut store, &plugin.component, &rt.linker_host) {
+        let instance = match rt.linker_host.instantiate(&mut store, &plugin.component) {
+            Ok(i) => i,
+            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+        };
+        let main = match probe::ProbeSetPlugin::new(&mut store, &instance) {
             Ok(b) => b,
             Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
         };
+        // Present means it must bind: a probe-answer of the wrong shape is an error, not "absent".
+        let answer = match optional_export(plugin, "probe-answer") {
+            None => None,
+            Some(_) => match probe_answer::ProbeAnswerExports::new(&mut store, &instance) {
+                Ok(a) => Some(a),
+                Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            },
+        };
+        let bindings = ProbeBindings { main, answer };
         let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
-        let info = g.call("info", |b, s| b.scalebench_plugin_probe_set().call_info(s))?;
+        let info = g.call("info", |b, s| b.main.scalebench_plugin_probe_set().call_info(s))?;
         check_info(plugin, &info, PluginKind::ProbeSet)?;
         Ok(ProbeSet { g, info })
     }
@@ -205,13 +224,27 @@ impl ProbeSet {
     }
 
     pub fn setup(&mut self, params_json: &str, points: &[TagInfo]) -> Result<Vec<probe_types::Probe>, PluginError> {
-        let r = self.g.call("setup", |b, s| b.scalebench_plugin_probe_set().call_setup(s, params_json, points))?;
+        let r = self.g.call("setup", |b, s| b.main.scalebench_plugin_probe_set().call_setup(s, params_json, points))?;
         self.g.returned("setup", r)
     }
 
     /// Ok(Err(reason)) when the plugin judges the response invalid.
     pub fn check(&mut self, name: &str, response: &probe_types::ProbeResponse) -> Result<Result<(), String>, PluginError> {
-        self.g.call("check", |b, s| b.scalebench_plugin_probe_set().call_check(s, name, response))
+        self.g.call("check", |b, s| b.main.scalebench_plugin_probe_set().call_check(s, name, response))
+    }
+
+    /// Does this probe set size its HTTP answers (does it export `probe-answer`)?
+    pub fn sizes_answers(&self) -> bool {
+        self.g.bindings.answer.is_some()
+    }
+
+    /// Readings or records the HTTP answer to `name` holds, as the probe set
+    /// counts them; Ok(None) when it cannot tell or has no `probe-answer`.
+    pub fn answer_size(&mut self, name: &str, response: &crate::types::HttpResponse) -> Result<Option<u64>, PluginError> {
+        if !self.sizes_answers() {
+            return Ok(None);
+        }
+        self.g.call("size", |b, s| b.answer.as_ref().expect("checked").scalebench_plugin_probe_answer().call_size(s, name, response))
     }
 }
 

@@ -317,9 +317,20 @@ pub struct PrefillArgs {
     /// External stack: PostgreSQL connection string of the SUT's database.
     #[arg(long)]
     pub pg_url: Option<String>,
+    /// External stack: an HTTP service the target writes history to, NAME=URL
+    /// (a Haystack server: api=http://127.0.0.1:28080); repeat for several.
+    #[arg(long, value_name = "NAME=URL")]
+    pub service: Vec<String>,
+    /// The SUT account's password for targets that log in (their params name
+    /// the `user`): the file's first line. Without it, the
+    /// SCALEBENCH_TARGET_PASSWORD environment variable; never a flag value.
+    #[arg(long, value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
     /// This host is a live install and you mean to write into it.
     #[arg(long, value_name = "HOST")]
     pub live_host: Vec<String>,
+    /// Where the result JSON goes, and the progress files of jobs whose
+    /// target has no place of its own for them (HTTP targets).
     #[arg(long, default_value = "results")]
     pub results_dir: PathBuf,
 }

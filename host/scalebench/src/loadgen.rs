@@ -193,26 +193,11 @@ pub fn produce(
                 let readings = Readings { points, values, ts_ms };
                 let enc = plugins.adapter.encode(&readings)?;
                 check_encoded(&plugins.adapter, &enc, addresses.len(), readings.points.len())?;
-                let payload = Bytes::from(enc.payload);
-                let mut begin = 0usize;
-                let mut reading_idx = 0usize;
-                for i in 0..enc.ends.len() {
-                    let end = enc.ends[i] as usize;
-                    let carries = enc.carries.get(i).copied().unwrap_or(1);
-                    let r = reading_idx.min(readings.points.len().saturating_sub(1));
-                    let tag = readings.points[r];
-                    let ts_s = readings.ts_ms[r].div_euclid(1000);
-                    let address = addresses[enc.address_of[i] as usize].clone();
+                split_encoded(enc, &readings, addresses, |tag, m, carries| {
                     let (batch, carried) = &mut batches[(tag as u64 % conns) as usize];
-                    batch.push(Message {
-                        address,
-                        payload: payload.slice(begin..end),
-                        carries: Carries::Readings { n: carries, ts_s },
-                    });
+                    batch.push(m);
                     *carried += carries as u64;
-                    begin = end;
-                    reading_idx += carries as usize;
-                }
+                });
             }
 
             // The canary rides the same connections and queues as the load.
@@ -328,7 +313,31 @@ fn send_until(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool, dea
 
 /// An adapter's encoded batch must be self-consistent before the host
 /// slices it: a bad plugin is an error naming it, not a panic.
-fn check_encoded(
+/// The messages of an encoded batch (checked by [`check_encoded`]), each
+/// with the tag of its first reading and the readings it carries.
+pub fn split_encoded(
+    enc: plugin_runtime::adapter_types::EncodedBatch,
+    readings: &Readings,
+    addresses: &[Arc<str>],
+    mut each: impl FnMut(u32, Message, u32),
+) {
+    let payload = Bytes::from(enc.payload);
+    let mut begin = 0usize;
+    let mut reading_idx = 0usize;
+    for i in 0..enc.ends.len() {
+        let end = enc.ends[i] as usize;
+        let carries = enc.carries.get(i).copied().unwrap_or(1);
+        let r = reading_idx.min(readings.points.len().saturating_sub(1));
+        let tag = readings.points[r];
+        let ts_s = readings.ts_ms[r].div_euclid(1000);
+        let address = addresses[enc.address_of[i] as usize].clone();
+        each(tag, Message { address, payload: payload.slice(begin..end), carries: Carries::Readings { n: carries, ts_s } }, carries);
+        begin = end;
+        reading_idx += carries as usize;
+    }
+}
+
+pub fn check_encoded(
     adapter: &TargetAdapter,
     enc: &plugin_runtime::adapter_types::EncodedBatch,
     addresses: usize,

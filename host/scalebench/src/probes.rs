@@ -124,12 +124,16 @@ pub fn run_probes_until(
             };
             times.push(secs);
             checked += 1;
-            if let ProbeResponse::Sql(r) = &resp {
-                rows = Some(r.rows.len() as u64);
-            }
             let verdict = match probe_set.check(&probe.name, &resp) {
                 Ok(v) => v,
                 Err(e) => Err(format!("the probe set's check could not judge it: {e}")),
+            };
+            // What the answer held: SQL rows, or what the probe set counts
+            // in an accepted HTTP answer (unsized when it cannot tell).
+            rows = match &resp {
+                ProbeResponse::Sql(r) => Some(r.rows.len() as u64),
+                ProbeResponse::Http(h) if verdict.is_ok() => probe_set.answer_size(&probe.name, h).ok().flatten(),
+                ProbeResponse::Http(_) => None,
             };
             if let Err(reason) = verdict {
                 rejected += 1;

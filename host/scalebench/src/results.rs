@@ -273,7 +273,10 @@ pub struct ProbeResult {
     /// Where the budget comes from ("provisional" when it has no source yet).
     pub budget_source: Option<String>,
     pub ok: bool,
-    /// Rows the last run of a SQL probe returned (what the read really read).
+    /// What the last run's answer held (what the read really read): a SQL
+    /// probe's rows, or for an HTTP probe what its probe set counts (a
+    /// Haystack hisRead: its readings; a read: its records). Absent when
+    /// the answer was not sized.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
     /// Why it failed: over budget, error, or the plugin's check said so.
@@ -368,8 +371,32 @@ pub fn run_id_now() -> String {
     format!("{}{}{}T{}{}{}Z", &s[0..4], &s[5..7], &s[8..10], &s[11..13], &s[14..16], &s[17..19])
 }
 
+/// A run id from the clock that no file `<dir>/<id><suffix>` holds yet:
+/// two runs started in the same second get `…Z` and `…Z-2`, so a result
+/// already written is never overwritten.
+pub fn fresh_run_id(dir: &Path, suffix: &str) -> String {
+    let base = run_id_now();
+    let mut id = base.clone();
+    let mut k = 2;
+    while dir.join(format!("{id}{suffix}")).exists() {
+        id = format!("{base}-{k}");
+        k += 1;
+    }
+    id
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fresh_run_id_never_names_a_result_already_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = super::fresh_run_id(dir.path(), "-prefill.json");
+        std::fs::write(dir.path().join(format!("{a}-prefill.json")), "{}").unwrap();
+        let b = super::fresh_run_id(dir.path(), "-prefill.json");
+        assert_ne!(a, b);
+        assert!(!dir.path().join(format!("{b}-prefill.json")).exists());
+    }
+
     #[test]
     fn formats_utc() {
         assert_eq!(super::format_utc(0), "1970-01-01T00:00:00.000Z");

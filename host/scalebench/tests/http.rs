@@ -109,10 +109,15 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
+        Server::start_on(0, extra)
+    }
+
+    /// On `port` (0: any free one).
+    fn start_on(port: u16, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
         let child = Command::new(bin())
-            .args(["haystack-testserver", "--port", "0", "--ready-file", ready.to_str().unwrap()])
+            .args(["haystack-testserver", "--port", &port.to_string(), "--ready-file", ready.to_str().unwrap()])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -395,4 +400,155 @@ fn an_expired_token_is_replaced_by_a_new_login_and_nothing_is_refused() {
     assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
     assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 8);
     assert!(!reasons(s).contains("refused") && !reasons(s).contains("data loss"), "{}", reasons(s));
+}
+
+// ---- Prefill through hisWrite ----------------------------------------------
+
+/// `scalebench prefill --target haxall` against `server`, 250 points.
+fn prefill_haxall(server: &Server, results: &Path, days: &str) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["prefill", "--target", "haxall", "--model", "plant-shaped", "--points", "250", "--days", days, "--interval", "5s", "--stack", "external"])
+        .args(["--service", &format!("api={}", server.url()), "--results-dir", results.to_str().unwrap()])
+        .env("SCALEBENCH_CACHE_DIR", cache_dir());
+    c
+}
+
+/// The newest `*-prefill.json` in `dir`, then every one removed.
+fn take_prefill_report(dir: &Path) -> serde_json::Value {
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().ends_with("-prefill.json")).collect();
+    files.sort();
+    let newest = files.last().cloned().expect("a prefill result file");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&newest).unwrap()).unwrap();
+    for f in &files {
+        std::fs::remove_file(f).unwrap();
+    }
+    v["prefill"].clone()
+}
+
+impl Server {
+    /// Points holding history and their readings in all (`GET /test/his-count`).
+    fn his_count(&self) -> (u64, u64) {
+        let body = ureq::get(&format!("{}/test/his-count", self.url())).call().unwrap().into_string().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        (v["points"].as_u64().unwrap(), v["readings"].as_u64().unwrap())
+    }
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Done-when 3 of the history issue: prefill of a Haystack target writes
+/// through hisWrite (exact counts on the server, a rerun adds nothing, an
+/// interrupted job resumes to the exact total), and a following ladder on
+/// the same server commits nothing twice and its hisRead probe reads the
+/// history back.
+#[test]
+fn prefill_through_his_write_is_exact_idempotent_resumable_and_read_by_the_probes() {
+    let one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    const POINTS: u64 = 250;
+
+    // 1. Two hours: 1,440 intervals of every point, on the server.
+    let out = prefill_haxall(&server, &results, "0.0833333").output().unwrap();
+    assert!(out.status.success(), "prefill failed:\n{}", stderr(&out));
+    let a = take_prefill_report(&results);
+    assert_eq!(n(&a["intervals_total"]), 1440, "{a}");
+    assert_eq!(n(&a["rows_added"]), POINTS * 1440, "{a}");
+    assert!(a["complete"].as_bool().unwrap() && a["destination"].as_str().unwrap().contains("hisWrite"), "{a}");
+    assert_eq!(server.his_count(), (POINTS, POINTS * 1440), "what the server holds");
+
+    // 2. The same command again writes nothing.
+    let out = prefill_haxall(&server, &results, "0.0833333").output().unwrap();
+    assert!(out.status.success(), "rerun failed:\n{}", stderr(&out));
+    let again = take_prefill_report(&results);
+    assert_eq!(n(&again["rows_added"]), 0, "{again}");
+    assert!(stderr(&out).contains("already complete"), "{}", stderr(&out));
+    assert_eq!(server.his_count(), (POINTS, POINTS * 1440), "a rerun added readings");
+
+    // 3. Twelve hours, interrupted with SIGINT once a chunk is acknowledged.
+    let mut child = prefill_haxall(&server, &results, "0.5").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let jobs = results.join("prefill-jobs");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = 0;
+    while Instant::now() < deadline && seen == 0 {
+        std::thread::sleep(Duration::from_millis(50));
+        for f in std::fs::read_dir(&jobs).into_iter().flatten().flatten() {
+            let job: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap_or_default()).unwrap_or_default();
+            if job["intervals_total"] == 8640 {
+                seen = job["intervals_done"].as_u64().unwrap_or(0);
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the twelve-hour prefill ended before it could be interrupted");
+    }
+    assert!(seen > 0, "no chunk of the twelve-hour prefill was acknowledged within 120 s");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "an interrupted prefill exits 130:\n{}", stderr(&out));
+    let cut = take_prefill_report(&results);
+    assert!(cut["interrupted"].as_bool().unwrap() && !cut["complete"].as_bool().unwrap(), "{cut}");
+    assert!(n(&cut["rows_added"]) > 0 && n(&cut["rows_added"]) < POINTS * 8640, "{cut}");
+
+    // 4. Resumed: exactly the rest, in the same window.
+    let out = prefill_haxall(&server, &results, "0.5").output().unwrap();
+    assert!(out.status.success(), "resume failed:\n{}", stderr(&out));
+    let b = take_prefill_report(&results);
+    assert!(b["resumed"].as_bool().unwrap() && b["complete"].as_bool().unwrap(), "{b}");
+    assert_eq!((b["start_ms"].as_i64(), b["end_ms"].as_i64()), (cut["start_ms"].as_i64(), cut["end_ms"].as_i64()), "a resumed job keeps its window");
+    assert_eq!(n(&b["rows_before"]), n(&cut["rows_added"]), "{b}");
+    assert_eq!(n(&b["rows_before"]) + n(&b["rows_added"]), POINTS * 8640, "{b}");
+    // The twelve hours hold the two: one reading per point and timestamp.
+    let (a_s, a_e) = (a["start_ms"].as_i64().unwrap(), a["end_ms"].as_i64().unwrap());
+    let (b_s, b_e) = (b["start_ms"].as_i64().unwrap(), b["end_ms"].as_i64().unwrap());
+    assert!(b_s <= a_s && a_e <= b_e, "the twelve hours hold the two: {a} {b}");
+    assert_eq!(server.his_count(), (POINTS, POINTS * 8640), "exact after resume");
+
+    // 5. A ladder on the same server, with a short prefill of its own: the
+    //    records are there (not committed twice), the live path stores what
+    //    it acks, and the hisRead probe reads the history back.
+    drop(one);
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let run = run_external(&server, &["--steps", "250", "--soak", "20s", "--probes", "haystack", "--prefill-days", "0.01"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let p = &r["prefill"];
+    assert!(p["complete"].as_bool().unwrap(), "run --prefill-days did not complete: {p}");
+    let s = step0(&r);
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"], "{}", reasons(s));
+    assert_eq!(s["generator"]["rejected"], 0, "{}", reasons(s));
+    let probe = |name: &str| s["probes"].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap_or_else(|| panic!("no {name} probe: {s}")).clone();
+    // Every point record once, and the run's lag canary.
+    assert_eq!(n(&probe("read-point")["rows"]), POINTS + 1, "{}", probe("read-point"));
+    // The last hour of 250 points at 5 s is 180,000 readings of history; the load adds seconds of its own.
+    let hour = probe("his-read-1000");
+    assert!(n(&hour["rows"]) >= POINTS * 700, "his-read-1000 read {} readings: {hour}", hour["rows"]);
+}
+
+/// The job file says done, but the server behind the same address was
+/// restarted and holds nothing: the rerun must see that and write the whole
+/// history again, not report "already complete" over an empty server.
+#[test]
+fn a_prefill_whose_server_lost_the_history_writes_it_again() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let port = free_base_port();
+    let server = Server::start_on(port, &[]);
+    let out = prefill_haxall(&server, &results, "0.02").output().unwrap();
+    assert!(out.status.success(), "prefill failed:\n{}", stderr(&out));
+    let first = take_prefill_report(&results);
+    let total = n(&first["rows_total"]);
+    assert_eq!(server.his_count().1, total);
+    drop(server);
+    let server = Server::start_on(port, &[]);
+    assert_eq!(server.his_count(), (0, 0), "a restarted test server is empty");
+    let out = prefill_haxall(&server, &results, "0.02").output().unwrap();
+    assert!(out.status.success(), "rerun failed:\n{}", stderr(&out));
+    assert!(stderr(&out).contains("no longer holds the history"), "{}", stderr(&out));
+    let again = take_prefill_report(&results);
+    assert_eq!(n(&again["rows_added"]), n(&again["rows_total"]), "{again}");
+    assert_eq!(server.his_count().1, n(&again["rows_total"]), "the history is on the server again");
 }

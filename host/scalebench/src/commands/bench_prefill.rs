@@ -56,7 +56,8 @@ fn bench(opts: &PluginOptions, args: &PrefillBenchArgs, points: u32, interval_ms
     let mut spec = super::prefill::spec(&args.model, "{}", "baler", "{}", points, args.days, interval_ms, 1);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
     spec.end_ms = Some(now);
-    let r = super::prefill::prefill_with(opts, &spec, conn, Arc::new(AtomicBool::new(false)))?;
+    let (dest, services) = super::prefill::destination([("postgres".to_string(), conn.to_string())].into_iter().collect(), Default::default(), dir)?;
+    let r = super::prefill::prefill_with(opts, &spec, "{}", &dest, &services, Arc::new(AtomicBool::new(false)))?;
     let rows = r.rows_added;
     let prefill_rps = r.rows_per_s;
 

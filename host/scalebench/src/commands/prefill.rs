@@ -2,7 +2,8 @@
 //! SUT's storage through the target's history-sink (see `prefill`). Also
 //! used by `run --prefill-days` before step 1.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -10,7 +11,8 @@ use anyhow::Context as _;
 use local_stack::{LocalStack, StackOptions};
 
 use crate::cli::{PluginOptions, PrefillArgs, StackKind, UsageError};
-use crate::prefill::{self, Progress, Report, Spec};
+use crate::prefill::{self, Destination, Progress, Report, Spec};
+use crate::services::{Scoped, StackServices};
 
 fn usage(e: String) -> anyhow::Error {
     UsageError(e).into()
@@ -66,13 +68,33 @@ pub fn spec(model: &str, model_params: &str, target: &str, target_params: &str, 
     }
 }
 
-/// Load the model and adapter, then prefill into `conn` with a progress bar.
-pub fn prefill_with(opts: &PluginOptions, spec: &Spec, conn: &str, stop: Arc<AtomicBool>) -> anyhow::Result<Report> {
+/// The stack's services as prefill needs them: by name, and as the host
+/// services the adapter's own calls go through.
+pub fn destination(databases: BTreeMap<String, String>, http: BTreeMap<String, String>, results_dir: &Path) -> anyhow::Result<(Destination, Arc<StackServices>)> {
+    let services = Arc::new(StackServices::new(databases.clone(), http.clone())?);
+    Ok((Destination { databases, http, jobs_dir: results_dir.join("prefill-jobs") }, services))
+}
+
+/// Load the model and adapter, then prefill into `dest` with a progress bar.
+/// `target_params` are the adapter's params with any password added.
+pub fn prefill_with(
+    opts: &PluginOptions,
+    spec: &Spec,
+    target_params: &str,
+    dest: &Destination,
+    services: &Arc<StackServices>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Report> {
     let rt = crate::catalog::runtime(opts)?;
     let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &spec.model_name)?)?;
     model.configure(&spec.model_params).map_err(super::gen::user_error)?;
-    let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, &spec.target_name)?, Arc::new(plugin_runtime::NoServices))?;
-    adapter.configure(&spec.target_params).map_err(super::gen::user_error)?;
+    let target = crate::catalog::load(&rt, &spec.target_name)?;
+    let mut more = |role: &'static str| -> anyhow::Result<plugin_runtime::TargetAdapter> {
+        let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &target, Scoped::new(services, role))?;
+        a.configure(target_params).map_err(super::gen::user_error)?;
+        Ok(a)
+    };
+    let mut adapter = more("prefill")?;
     let progress = Arc::new(Progress::default());
     let bar_stop = Arc::new(AtomicBool::new(false));
     let bar: std::cell::RefCell<Option<std::thread::JoinHandle<()>>> = Default::default();
@@ -91,7 +113,7 @@ pub fn prefill_with(opts: &PluginOptions, spec: &Spec, conn: &str, stop: Arc<Ato
         }
         *bar.borrow_mut() = Some(prefill::progress_bar(r.rows_total, r.rows_before, progress.clone(), bar_stop.clone()));
     };
-    let result = prefill::run(spec, &mut model, &mut adapter, conn, stop, progress.clone(), &on_start);
+    let result = prefill::run(spec, &mut model, &mut adapter, &mut more, dest, stop, progress.clone(), &on_start);
     bar_stop.store(true, Ordering::Relaxed);
     if let Some(b) = bar.borrow_mut().take() {
         let _ = b.join();
@@ -108,6 +130,14 @@ pub fn prefill_with(opts: &PluginOptions, spec: &Spec, conn: &str, stop: Arc<Ato
         r.rows_total
     );
     Ok(r)
+}
+
+/// Does the target take readings over HTTP (a Haystack server)?
+fn takes_http(opts: &PluginOptions, target: &str, params: &str) -> anyhow::Result<bool> {
+    let rt = crate::catalog::runtime(opts)?;
+    let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, target)?, Arc::new(plugin_runtime::NoServices))?;
+    let plan = a.configure(params).map_err(super::gen::user_error)?;
+    Ok(matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http))
 }
 
 /// Start the local stack (mosquitto, PostgreSQL, historian) in `run_dir`.
@@ -128,20 +158,46 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
     if !(args.days > 0.0 && args.days <= 3660.0) {
         return Err(usage(format!("--days {}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)", args.days)));
     }
+    crate::credentials::refuse_in_params("--target-params", &args.target_params).map_err(usage)?;
+    let password = crate::credentials::load(args.credentials_file.as_deref())?;
+    let target_params = crate::credentials::with_password(&args.target_params, password.as_ref());
     let spec = spec(&args.model, &args.model_params, &args.target, &args.target_params, points as u32, args.days, interval.as_millis() as u64, args.seed);
     let stop = stop_on_sigint();
     let report = match args.stack {
         StackKind::External => {
-            let pg = args.pg_url.clone().ok_or_else(|| usage("--stack external needs --pg-url (a PostgreSQL connection string of the SUT's database)".into()))?;
-            crate::guard::check_pg(&pg, &args.live_host)?;
-            prefill_with(opts, &spec, &pg, stop.clone())?
+            if args.pg_url.is_none() && args.service.is_empty() {
+                return Err(usage(
+                    "--stack external needs where history goes: --pg-url (a PostgreSQL connection string of the SUT's database) or --service NAME=URL (an HTTP service, e.g. api=http://127.0.0.1:28080)".into(),
+                ));
+            }
+            let mut databases = BTreeMap::new();
+            if let Some(pg) = &args.pg_url {
+                crate::guard::check_pg(pg, &args.live_host)?;
+                databases.insert("postgres".to_string(), pg.clone());
+            }
+            let mut http = BTreeMap::new();
+            for s in &args.service {
+                let (name, url) = crate::stack::parse_service(s).map_err(usage)?;
+                let (h, p) = crate::stack::url_host_port(&url);
+                crate::guard::check_endpoint("HTTP service", &h, p, &args.live_host)?;
+                http.insert(name, url);
+            }
+            let (dest, services) = destination(databases, http, &args.results_dir)?;
+            prefill_with(opts, &spec, &target_params, &dest, &services, stop.clone())?
         }
         StackKind::Docker => {
             return Err(usage(
-                "prefill into a Docker stack is done by the run that owns it\nhint: use `scalebench run --stack docker --prefill-days D`, or `--stack external --pg-url` for a stack that stays up".into(),
+                "prefill into a Docker stack is done by the run that owns it\nhint: use `scalebench run --stack docker --prefill-days D`, or `--stack external` for a stack that stays up".into(),
             ))
         }
         StackKind::Local => {
+            if takes_http(opts, &args.target, &target_params)? {
+                return Err(usage(format!(
+                    "target {} writes to a Haystack server, and the local stack's test server keeps history in memory for one run only\n\
+                     hint: use `scalebench run --target {} --prefill-days D`, or `--stack external --service api=URL` for a server that stays up",
+                    args.target, args.target
+                )));
+            }
             let run_dir: PathBuf = args.run_dir.clone().ok_or_else(|| {
                 usage(
                     "a local stack keeps its history in its run dir, which is removed after a run unless you name it\n\
@@ -151,15 +207,15 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
             })?;
             let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let stack = tokio_rt.block_on(start_local(&run_dir, args.base_port))?;
-            let conn = stack.postgres_conn();
-            let r = prefill_with(opts, &spec, &conn, stop.clone());
+            let r = destination(BTreeMap::from([("postgres".to_string(), stack.postgres_conn())]), BTreeMap::new(), &args.results_dir)
+                .and_then(|(dest, services)| prefill_with(opts, &spec, &target_params, &dest, &services, stop.clone()));
             eprintln!("stopping the local stack (its data stays in {})", run_dir.display());
             stack.stop();
             r?
         }
     };
     std::fs::create_dir_all(&args.results_dir).with_context(|| format!("cannot create {}", args.results_dir.display()))?;
-    let path = args.results_dir.join(format!("{}-prefill.json", crate::results::run_id_now()));
+    let path = args.results_dir.join(format!("{}-prefill.json", crate::results::fresh_run_id(&args.results_dir, "-prefill.json")));
     let json = serde_json::json!({ "schema_version": 1, "command_line": std::env::args().collect::<Vec<_>>(), "prefill": report });
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     println!(

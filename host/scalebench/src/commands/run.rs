@@ -183,10 +183,10 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     crate::credentials::refuse_in_params("--target-params", &args.target_params).map_err(usage)?;
     crate::credentials::refuse_in_params("--probe-params", &args.probe_params).map_err(usage)?;
     let target_password = crate::credentials::load(args.credentials_file.as_deref())?;
-    let run_id = crate::results::run_id_now();
     let repo_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let results_dir = args.results_dir.clone();
     std::fs::create_dir_all(&results_dir).with_context(|| format!("cannot create {}", results_dir.display()))?;
+    let run_id = crate::results::fresh_run_id(&results_dir, "-ladder.json");
 
     let cfg = LadderConfig {
         steps,
@@ -267,8 +267,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
         for svc in &args.service {
             let url = svc.split_once('=').map(|(_, u)| u).unwrap_or(svc);
-            let hostport = url.trim().trim_start_matches("http://").split('/').next().unwrap_or("");
-            let (h, p) = hostport.rsplit_once(':').map(|(h, p)| (h.to_string(), p.parse::<u16>().unwrap_or(80))).unwrap_or((hostport.to_string(), 80));
+            let (h, p) = stack::url_host_port(url);
             crate::guard::check_endpoint("HTTP service", &h, p, &args.live_host)?;
         }
     }
@@ -295,17 +294,19 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             endpoints.iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name.clone(), e.address.clone())).collect(),
         )?);
         let mut cfg = cfg;
-        // History before step 1, into the stack's PostgreSQL (the one database service it has, or the one named "postgres").
-        let pg: Vec<_> = endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).collect();
-        let pg_conn = if pg.len() == 1 { Some(pg[0].address.clone()) } else { pg.iter().find(|e| e.name == "postgres").map(|e| e.address.clone()) };
-        let prefilled = match (args.prefill_days, pg_conn) {
-            (None, _) => Ok(None),
-            (Some(_), None) => Err(usage("--prefill-days needs a target with SQL storage (such as baler); this target's stack has no PostgreSQL".into())),
-            (Some(days), Some(conn)) => {
+        // History before step 1, for the ladder's largest step, into the
+        // service the target's history plan names.
+        let prefilled = match args.prefill_days {
+            None => Ok(None),
+            Some(days) => {
                 let points = cfg.steps.iter().copied().max().unwrap_or(1) as u32;
                 let spec = crate::commands::prefill::spec(&cfg.model, &cfg.model_params, &cfg.target, &cfg.target_params, points, days, cfg.interval.as_millis() as u64, cfg.seed);
                 let stop = stop.clone();
-                tokio::task::block_in_place(|| crate::commands::prefill::prefill_with(opts, &spec, &conn, stop)).map(Some)
+                let by_kind = |k: ServiceKind| endpoints.iter().filter(|e| e.kind == k).map(|e| (e.name.clone(), e.address.clone())).collect();
+                let params = crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref());
+                crate::commands::prefill::destination(by_kind(ServiceKind::Postgres), by_kind(ServiceKind::Http), &cfg.results_dir).and_then(|(dest, services)| {
+                    tokio::task::block_in_place(|| crate::commands::prefill::prefill_with(opts, &spec, &params, &dest, &services, stop)).map(Some)
+                })
             }
         };
         let result = match prefilled {

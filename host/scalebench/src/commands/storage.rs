@@ -51,8 +51,8 @@ fn measure_target(opts: &PluginOptions, args: &StorageArgs, model: &str, points:
     let measured = (|| -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
         let mut spec = super::prefill::spec(model, "{}", &args.target, &args.target_params, points, intervals as f64 * interval_ms as f64 / 86_400_000.0, interval_ms, args.seed);
         spec.end_ms = Some(end_ms);
-        let r = super::prefill::prefill_with(opts, &spec, &conn, Arc::new(AtomicBool::new(false)))?;
-        let services = Arc::new(crate::services::StackServices::new([("postgres".to_string(), conn.clone())].into_iter().collect(), Default::default())?);
+        let (dest, services) = super::prefill::destination([("postgres".to_string(), conn.clone())].into_iter().collect(), Default::default(), dir)?;
+        let r = super::prefill::prefill_with(opts, &spec, &args.target_params, &dest, &services, Arc::new(AtomicBool::new(false)))?;
         let rt = crate::catalog::runtime(opts)?;
         let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, &args.target)?, crate::services::Scoped::new(&services, "adapter"))?;
         a.configure(&args.target_params).map_err(super::gen::user_error)?;
@@ -158,7 +158,7 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     println!("reference, {}", storage_cost::REFERENCE);
 
     std::fs::create_dir_all(&args.results_dir).with_context(|| format!("cannot create {}", args.results_dir.display()))?;
-    let path: PathBuf = args.results_dir.join(format!("{}-storage.json", crate::results::run_id_now()));
+    let path: PathBuf = args.results_dir.join(format!("{}-storage.json", crate::results::fresh_run_id(&args.results_dir, "-storage.json")));
     let mut reference = BTreeMap::new();
     reference.insert("source", serde_json::json!("a TimescaleDB measurement of 10 M readings, made elsewhere (not on this machine)"));
     reference.insert("plant_shaped_bytes_per_reading", serde_json::json!(1.69));

@@ -152,6 +152,28 @@ pub fn health_delta(before: &BTreeMap<String, ServiceHealth>, after: &BTreeMap<S
         .collect()
 }
 
+/// `--service NAME=URL` → (name, base URL), or why not (in the user's words).
+pub fn parse_service(s: &str) -> Result<(String, String), String> {
+    let (name, url) = s.split_once('=').ok_or_else(|| format!("--service {s}: give NAME=URL, e.g. api=http://127.0.0.1:28080"))?;
+    let (name, url) = (name.trim(), url.trim());
+    if name.is_empty() {
+        return Err(format!("--service {s}: the service needs a name before `=`, e.g. api=http://127.0.0.1:28080"));
+    }
+    if !url.starts_with("http://") {
+        return Err(format!("--service {s}: the URL must start with http:// (this build has no TLS)"));
+    }
+    Ok((name.to_string(), url.to_string()))
+}
+
+/// Host and port of an `http://host[:port][/path]` base URL (port 80 when none).
+pub fn url_host_port(url: &str) -> (String, u16) {
+    let hostport = url.trim().trim_start_matches("http://").split('/').next().unwrap_or("");
+    hostport
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.parse::<u16>().unwrap_or(80)))
+        .unwrap_or((hostport.to_string(), 80))
+}
+
 /// Parse `mqtt://host:port` (or `host:port`).
 pub fn parse_mqtt_url(url: &str) -> Result<(String, u16), String> {
     let rest = url.strip_prefix("mqtt://").or_else(|| url.strip_prefix("tcp://")).unwrap_or(url);

@@ -172,11 +172,8 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
                 endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
             }
             for s in &args.service {
-                let (name, url) = s.split_once('=').ok_or_else(|| usage(format!("--service {s}: give NAME=URL, e.g. api=http://127.0.0.1:28080")))?;
-                if !url.starts_with("http://") {
-                    return Err(usage(format!("--service {s}: the URL must start with http:// (this build has no TLS)")));
-                }
-                endpoints.push(Endpoint { name: name.trim().into(), kind: ServiceKind::Http, address: url.trim().into() });
+                let (name, url) = super::parse_service(s).map_err(usage)?;
+                endpoints.push(Endpoint { name, kind: ServiceKind::Http, address: url });
             }
             let ext = External { endpoints };
             // Ask only for what the target's plan names.

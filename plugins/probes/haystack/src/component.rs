@@ -1,8 +1,18 @@
 //! Component glue: WIT types in, pure modules, WIT types out.
 
-use scalebench_plugin_sdk::probe_set::exports::scalebench::plugin::probe_set::{Guest, Probe, ProbeRequest, ProbeResponse};
-use scalebench_plugin_sdk::probe_set::scalebench::plugin::types::{HttpRequest, LogLevel, PluginInfo, PluginKind, TagInfo};
-use scalebench_plugin_sdk::probe_set::scalebench::plugin::{entropy, http_client, logging};
+/// World `probe-set-sized-plugin`: probe-set plus probe-answer (how many
+/// readings or records an answer holds, so a report shows a read found data).
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../../wit",
+        world: "probe-set-sized-plugin",
+    });
+}
+
+use bindings::exports::scalebench::plugin::probe_answer::Guest as AnswerGuest;
+use bindings::exports::scalebench::plugin::probe_set::{Guest, Probe, ProbeRequest, ProbeResponse};
+use bindings::scalebench::plugin::types::{HttpRequest, HttpResponse, LogLevel, PluginInfo, PluginKind, TagInfo};
+use bindings::scalebench::plugin::{entropy, http_client, logging};
 
 use crate::params::{self, Params};
 use crate::probes::{self, Point};
@@ -52,7 +62,7 @@ impl Guest for Haystack {
         PluginInfo {
             name: "haystack".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            abi: scalebench_plugin_sdk::ABI_VERSION.into(),
+            abi: "0.1.0".into(),
             kind: PluginKind::ProbeSet,
             summary: "a Haystack server's reads: read point/equip, hisRead of one equip today and of 1,000 points for an hour, about".into(),
             params_schema: params::SCHEMA.into(),
@@ -95,4 +105,10 @@ impl Guest for Haystack {
     }
 }
 
-scalebench_plugin_sdk::export_probe_set!(Haystack);
+impl AnswerGuest for Haystack {
+    fn size(name: String, response: HttpResponse) -> Option<u64> {
+        probes::size(&name, &response.body)
+    }
+}
+
+bindings::export!(Haystack with_types_in bindings);

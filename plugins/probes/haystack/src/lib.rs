@@ -1,4 +1,5 @@
-//! The `haystack` probe set (world `probe-set-plugin`): the reads a Haystack
+//! The `haystack` probe set (world `probe-set-sized-plugin`: it also sizes its
+//! answers, so a report shows how many readings a read found): the reads a Haystack
 //! server's users make, as standard Haystack HTTP ops. The host runs, times
 //! and budgets them (budgets.json); `check` rejects HTTP errors and Haystack
 //! error grids (meta `err`), which servers send with HTTP 200.

@@ -127,6 +127,30 @@ pub fn check(name: &str, status: u16, body: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// How much an accepted answer holds: a hisRead answer (JSON) the values in
+/// it (cells of the value columns, the `ts` column left out), any other
+/// answer its rows (records). None when the answer is not a grid.
+pub fn size(name: &str, body: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(body).ok()?.trim_start();
+    if text.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let rows = v["rows"].as_array()?;
+        if !name.starts_with("his-read") {
+            return Some(rows.len() as u64);
+        }
+        let values = rows
+            .iter()
+            .filter_map(|r| r.as_object())
+            .map(|r| r.iter().filter(|(k, v)| k.as_str() != "ts" && !v.is_null()).count() as u64)
+            .sum();
+        return Some(values);
+    }
+    if !text.starts_with("ver:") {
+        return None;
+    }
+    Some(text.lines().filter(|l| !l.trim().is_empty()).count().saturating_sub(2) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +172,19 @@ mod tests {
         assert_eq!(r[3].body.lines().count(), 12);
         assert_eq!(r[4].method, "GET");
         assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn sizes_answers() {
+        let his = br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[{"name":"ts"},{"name":"v0"},{"name":"v1"}],
+            "rows":[{"ts":{"_kind":"dateTime","val":"2024-05-01T11:00:00Z","tz":"UTC"},"v0":1.5},
+                    {"ts":{"_kind":"dateTime","val":"2024-05-01T11:00:01Z","tz":"UTC"},"v0":2,"v1":3},
+                    {"ts":{"_kind":"dateTime","val":"2024-05-01T11:00:02Z","tz":"UTC"}}]}"#;
+        assert_eq!(size("his-read-1000", his), Some(3), "values, not rows or timestamps");
+        assert_eq!(size("read-point", his), Some(3), "records of any other read");
+        assert_eq!(size("his-read-today", br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[{"name":"empty"}],"rows":[]}"#), Some(0));
+        assert_eq!(size("read-point", b"ver:\"3.0\"\nid,dis\n@a,\"A\"\n@b,\"B\"\n"), Some(2));
+        assert_eq!(size("about", b"<html>"), None);
     }
 
     #[test]

@@ -1,18 +1,20 @@
 //! Component glue: WIT types in, pure modules, WIT types out; HTTP through
 //! the host's http-client import, the SCRAM nonce from its entropy import.
 
-/// World `target-adapter-http-plugin`: target-adapter plus http-ingest
-/// (headers for the host's HTTP transport, and judging its responses).
+/// World `target-adapter-http-history-plugin`: target-adapter plus
+/// http-ingest (headers for the host's HTTP transport, and judging its
+/// responses) plus history-sink (prefill through hisWrite).
 mod bindings {
     wit_bindgen::generate!({
         path: "../../../wit",
-        world: "target-adapter-http-plugin",
+        world: "target-adapter-http-history-plugin",
     });
 }
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
 
+use bindings::exports::scalebench::plugin::history_sink::{Guest as HistoryGuest, HisWritePlan, HistoryPlan};
 use bindings::exports::scalebench::plugin::http_ingest::Guest as HttpIngestGuest;
 use bindings::exports::scalebench::plugin::target_adapter::{
     EncodedBatch, Guest, Message, Plan, StoragePlan, TransportPlan,
@@ -29,6 +31,9 @@ use crate::wire::{his_read_answer, ingest_answer, his_read_request, Encoded, Msg
 thread_local! {
     static WIRE: RefCell<Wire> = RefCell::new(Wire::new(Params::default()));
     static TOKEN: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// Whether the server held no record tagged scalebench when this
+    /// instance first looked (then nothing it commits can collide).
+    static SERVER_WAS_EMPTY: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
 fn params() -> Params {
@@ -163,6 +168,7 @@ impl Guest for Haxall {
         wire.canary_in_topology = false;
         WIRE.with(|w| *w.borrow_mut() = wire);
         TOKEN.with(|t| *t.borrow_mut() = None);
+        SERVER_WAS_EMPTY.with(|c| c.set(None));
         Ok(plan)
     }
 
@@ -171,9 +177,20 @@ impl Guest for Haxall {
         WIRE.with(|w| w.borrow_mut().addresses(&tags))
     }
 
+    /// Records the server already holds (a prefill made them) are left
+    /// out: a `commit` "add" of an id that exists is an error.
     fn topology(points: Vec<TagInfo>) -> Vec<Message> {
         let tags: Vec<Tag> = points.into_iter().map(tag).collect();
-        WIRE.with(|w| w.borrow_mut().topology(&tags)).into_iter().map(msg).collect()
+        let existing = match held_records(&params(), &tags) {
+            Ok(e) => e,
+            Err(e) => {
+                // No error channel in topology: say why, then trap so the run stops.
+                let e = format!("haxall: cannot tell which records the server already holds: {e}");
+                logging::log(LogLevel::Error, &e);
+                panic!("{e}");
+            }
+        };
+        WIRE.with(|w| w.borrow_mut().topology_except(&tags, &existing)).into_iter().map(msg).collect()
     }
 
     fn encode(batch: Readings) -> EncodedBatch {
@@ -197,11 +214,13 @@ impl Guest for Haxall {
         let row = &about["rows"][0];
         let s = |k: &str| row[k]["val"].as_str().or_else(|| row[k].as_str()).unwrap_or("?").to_string();
         logging::log(LogLevel::Info, &format!("{}: {} {} (Haystack {})", p.service, s("productName"), s("productVersion"), s("haystackVersion")));
-        let g = String::from("ver:\"3.0\"\nfilter,limit\n\"scalebench\",1\n");
-        let found = call(&p, "read", Some(g))?;
-        if found["rows"].as_array().map_or(false, |r| !r.is_empty()) {
+        // Point records a prefill made are this run's own; a canary is
+        // left only by an earlier run, and its history would be taken for
+        // this run's canaries.
+        let canary = WIRE.with(|w| w.borrow().canary_id());
+        if !held(&p, &[canary.clone(), format!("{}.canarySite", p.id_prefix)])?.is_empty() {
             return Err(format!(
-                "{} already holds records tagged scalebench (from an earlier run): the commit of this run's ids would collide. Start from an empty server or set another `id-prefix`.",
+                "{} already holds the lag canary @{canary} of an earlier run: its readings would be taken for this run's canaries. Start from an empty server or set another `id-prefix`.",
                 p.service
             ));
         }
@@ -262,6 +281,68 @@ impl Guest for Haxall {
         let n = pts["rows"].as_array().map_or(0, |r| r.len());
         out.push(Stat { name: "haystack.points".into(), number: Some(n as f64), text: None });
         Ok(out)
+    }
+}
+
+/// Of `ids`, those the server holds as records tagged scalebench (a
+/// missing id reads as a row of nulls, or of the id alone).
+fn held(p: &Params, ids: &[String]) -> Result<BTreeSet<String>, String> {
+    let mut out = BTreeSet::new();
+    for chunk in ids.chunks(5000) {
+        let mut g = String::from("ver:\"3.0\"\nid\n");
+        for id in chunk {
+            g.push('@');
+            g.push_str(id);
+            g.push('\n');
+        }
+        let found = call(p, "read", Some(g))?;
+        for row in found["rows"].as_array().into_iter().flatten() {
+            if row.get("scalebench").map_or(true, |v| v.is_null()) {
+                continue;
+            }
+            if let Some(id) = row["id"]["val"].as_str() {
+                out.insert(id.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The records of `tags` the server already holds; no read at all once
+/// the server was seen without any record tagged scalebench.
+fn held_records(p: &Params, tags: &[Tag]) -> Result<BTreeSet<String>, String> {
+    if tags.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let empty = match SERVER_WAS_EMPTY.with(|c| c.get()) {
+        Some(e) => e,
+        None => {
+            let any = call(p, "read", Some("ver:\"3.0\"\nfilter,limit\n\"scalebench\",1\n".into()))?;
+            let e = any["rows"].as_array().map_or(true, |r| r.is_empty());
+            SERVER_WAS_EMPTY.with(|c| c.set(Some(e)));
+            e
+        }
+    };
+    if empty {
+        return Ok(BTreeSet::new());
+    }
+    let ids = WIRE.with(|w| w.borrow().record_ids(tags));
+    held(p, &ids)
+}
+
+impl HistoryGuest for Haxall {
+    /// History goes in as live readings do: hisWrite grids of this
+    /// adapter's `encode`, `his-write-batch` readings of one point each.
+    fn describe() -> Result<HistoryPlan, String> {
+        let p = params();
+        Ok(HistoryPlan::HisWrite(HisWritePlan { service: p.service.clone(), readings_per_request: p.his_write_batch }))
+    }
+
+    fn point_keys(points: Vec<TagInfo>) -> Vec<String> {
+        WIRE.with(|w| {
+            let w = w.borrow();
+            points.into_iter().map(|t| w.point_id(&tag(t))).collect()
+        })
     }
 }
 

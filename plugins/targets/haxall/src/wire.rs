@@ -197,6 +197,39 @@ impl Wire {
         out
     }
 
+    /// Ids of the site, equip and point records `tags` need, each once.
+    pub fn record_ids(&self, tags: &[Tag]) -> Vec<String> {
+        let sites: BTreeSet<u32> = tags.iter().map(|t| t.site).collect();
+        let equips: BTreeSet<(u32, u32)> = tags.iter().map(|t| (t.site, t.equip)).collect();
+        let mut ids: Vec<String> = sites.into_iter().map(|s| self.site_id(s)).collect();
+        ids.extend(equips.into_iter().map(|(s, e)| self.equip_id(s, e)));
+        ids.extend(tags.iter().map(|t| self.point_id(t)));
+        ids
+    }
+
+    /// [`Wire::topology`] leaving out the records the server already holds
+    /// (`existing`, by id): a prefill made them, or a prefill is run again.
+    /// Every tag is still registered, so its readings can be encoded.
+    pub fn topology_except(&mut self, tags: &[Tag], existing: &BTreeSet<String>) -> Vec<Msg> {
+        if existing.is_empty() {
+            return self.topology(tags);
+        }
+        for t in tags {
+            self.register(t);
+            if existing.contains(&self.site_id(t.site)) {
+                self.sites.insert(t.site);
+            }
+            if existing.contains(&self.equip_id(t.site, t.equip)) {
+                self.equips.insert((t.site, t.equip));
+            }
+        }
+        let missing: Vec<Tag> = tags.iter().filter(|t| !existing.contains(&self.point_id(t))).cloned().collect();
+        if missing.is_empty() && self.canary_sent {
+            return Vec::new();
+        }
+        self.topology(&missing)
+    }
+
     /// `commit` "add" grids of the canary's own site and point: what the
     /// first `topology` call adds, for committing before any topology.
     pub fn canary_records(&self) -> Vec<String> {
@@ -492,6 +525,30 @@ pub mod tests {
         // A second step adds only what is new.
         let m = w.topology(&[tag(2, 0, 1, "x", "")]);
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn topology_leaves_out_records_the_server_holds() {
+        let mut w = wire(10);
+        w.canary_in_topology = false;
+        let tags = vec![tag(0, 0, 0, "a", ""), tag(1, 0, 0, "b", ""), tag(2, 1, 0, "c", "")];
+        let ids = w.record_ids(&tags);
+        assert_eq!(ids, ["sb.s0", "sb.s1", "sb.s0.e0", "sb.s1.e0", "sb.s0.e0.a", "sb.s0.e0.b", "sb.s1.e0.c"]);
+        // Everything there (a prefill made it): nothing to commit, all registered.
+        let all: BTreeSet<String> = ids.iter().cloned().collect();
+        assert!(w.topology_except(&tags, &all).is_empty());
+        assert_eq!(w.point_ids().len(), 3);
+        // Site 0 and its equip and point `a` there: only `b`, then site 1, its equip and `c`.
+        let mut w = wire(10);
+        w.canary_in_topology = false;
+        let some: BTreeSet<String> = ["sb.s0", "sb.s0.e0", "sb.s0.e0.a"].iter().map(|s| s.to_string()).collect();
+        let m = w.topology_except(&tags, &some);
+        let text: Vec<String> = m.iter().map(|m| String::from_utf8(m.payload.clone()).unwrap()).collect();
+        assert_eq!(m.len(), 3, "{text:?}");
+        assert!(text[0].contains("@sb.s1,") && !text[0].contains("@sb.s0,"));
+        assert!(text[1].contains("@sb.s1.e0,") && !text[1].contains("@sb.s0.e0,"));
+        assert!(text[2].contains("@sb.s0.e0.b,") && text[2].contains("@sb.s1.e0.c,") && !text[2].contains("@sb.s0.e0.a,"));
+        assert_eq!(w.point_ids().len(), 3);
     }
 
     #[test]

@@ -1,11 +1,6 @@
-//! Prefill: days of history for every point, written straight into the
-//! SUT's storage before step 1, so read probes run against a table of
-//! realistic size. Not the live path: no broker, no ingester.
-//!
-//! The target adapter describes where history goes (`history-sink`: for SQL
-//! targets the table, its columns and its key); the host writes, over a
-//! connection of its own, as binary COPY in chunks of whole intervals. Each
-//! chunk is one transaction that also advances a progress marker (table
+//! Prefill of SQL targets: binary COPY in chunks of whole intervals into
+//! the table the adapter names (`sql-copy` plans). Each chunk is one
+//! transaction that also advances a progress marker (table
 //! `scalebench_prefill`, which scalebench creates), so:
 //! - a rerun of the same job adds nothing twice (the marker says it is done);
 //! - Ctrl-C finishes the chunk in flight, and a rerun resumes after the last
@@ -13,24 +8,17 @@
 //! - readings already stored under the table's key (live readings, another
 //!   job's history) are left alone: a chunk that meets one is written again
 //!   through a staging table with `ON CONFLICT DO NOTHING`.
-//!
-//! Values are the model's pure function of (seed, point, sample), with the
-//! live generator's mapping: interval start `t` is sample `t / period`, point
-//! `p` of `n` is stamped `t + p * interval / n`. History and live readings
-//! of the same run join without a seam.
-//!
-//! Haystack targets (`his-write` plans) are a seam: the host refuses them by
-//! name until a Haystack target exists to test against.
 
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use plugin_runtime::history_types::{HistoryPlan, SqlCopyPlan};
+use plugin_runtime::history_types::SqlCopyPlan;
 use plugin_runtime::{TargetAdapter, ValueModel};
-use serde::{Deserialize, Serialize};
+
+use super::{err, ms_to_utc, window, Progress, Report, Spec};
 
 /// Rows per transaction: large enough that commits cost nothing, small
 /// enough that Ctrl-C waits well under a second for the chunk in flight.
@@ -43,91 +31,9 @@ const PG_EPOCH_US: i64 = 946_684_800_000_000;
 /// The progress marker's table, in the target's database.
 pub const MARKER_TABLE: &str = "scalebench_prefill";
 
-/// What to prefill.
-#[derive(Debug, Clone)]
-pub struct Spec {
-    pub points: u32,
-    pub days: f64,
-    pub interval_ms: u64,
-    pub seed: u64,
-    /// Exclusive end of the history (ms since the epoch); `None`: the start
-    /// of the current interval. A job already in the marker keeps its own.
-    pub end_ms: Option<i64>,
-    /// Names recorded in the report and the job key.
-    pub model_name: String,
-    pub model_params: String,
-    pub target_name: String,
-    pub target_params: String,
-}
-
-/// What a prefill did; goes into the result JSON (`prefill`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Report {
-    pub target: String,
-    pub model: String,
-    /// Where the rows went (`database service / table`).
-    pub destination: String,
-    pub points: u64,
-    pub interval_s: f64,
-    pub days: f64,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub start_utc: String,
-    pub end_utc: String,
-    /// Intervals (samples per point) in the job's window.
-    pub intervals_total: u64,
-    /// points × intervals_total.
-    pub rows_total: u64,
-    /// Rows this job had written before this run (a resumed job).
-    pub rows_before: u64,
-    /// Rows this run wrote.
-    pub rows_added: u64,
-    /// Readings this run found already stored under the table's key, left alone.
-    pub rows_already_stored: u64,
-    pub complete: bool,
-    pub interrupted: bool,
-    /// This run continued a job an earlier run had started.
-    pub resumed: bool,
-    pub chunks: u64,
-    pub duration_s: f64,
-    /// rows_added / duration_s.
-    pub rows_per_s: f64,
-}
-
-/// Plain-words failure with a hint.
-#[derive(Debug, thiserror::Error)]
-#[error("prefill: {problem}\nhint: {hint}")]
-pub struct PrefillError {
-    pub problem: String,
-    pub hint: String,
-}
-
-fn err(problem: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
-    PrefillError { problem: problem.into(), hint: hint.into() }.into()
-}
-
-/// The copy plan of an adapter, or why it cannot prefill.
-pub fn copy_plan(adapter: &mut TargetAdapter) -> anyhow::Result<SqlCopyPlan> {
-    match adapter.history_plan().map_err(crate::commands::gen::user_error)? {
-        Some(HistoryPlan::SqlCopy(p)) => Ok(p),
-        Some(HistoryPlan::HisWrite(_)) => Err(err(
-            format!("target {} takes history through Haystack hisWrite, which this version of scalebench cannot write yet", adapter.name()),
-            "prefill a SQL target (such as baler), or run without --prefill-days",
-        )),
-        None => Err(err(
-            format!("target {} does not describe how to write history (it has no history-sink export)", adapter.name()),
-            "use a target adapter that exports history-sink (baler does), or run without --prefill-days",
-        )),
-    }
-}
-
 /// `"a"."b"` from `a.b`: the adapter's table name, quoted part by part.
 pub fn quote_name(name: &str) -> String {
     name.split('.').map(|p| format!("\"{}\"", p.replace('"', "\"\""))).collect::<Vec<_>>().join(".")
-}
-
-fn ms_to_utc(ms: i64) -> String {
-    crate::results::format_utc(ms)
 }
 
 /// One chunk: intervals [first, first+count) of every point, as COPY bytes.
@@ -161,14 +67,6 @@ pub mod binary {
         out.extend_from_slice(&8i32.to_be_bytes());
         out.extend_from_slice(&value.to_bits().to_be_bytes());
     }
-}
-
-/// The window of a job: (start_ms, end_ms, intervals).
-pub fn window(spec: &Spec, now_ms: i64) -> (i64, i64, u64) {
-    let iv = spec.interval_ms as i64;
-    let end = spec.end_ms.unwrap_or(now_ms).div_euclid(iv) * iv;
-    let intervals = ((spec.days * 86_400_000.0) / spec.interval_ms as f64).round().max(1.0) as u64;
-    (end - intervals as i64 * iv, end, intervals)
 }
 
 /// Generates chunks of COPY rows from the model, in interval order.
@@ -224,12 +122,6 @@ impl<'a> RowSource<'a> {
         }
         Ok(n)
     }
-}
-
-/// Progress shared with the caller's bar.
-#[derive(Default)]
-pub struct Progress {
-    pub rows_done: AtomicU64,
 }
 
 struct Job {
@@ -400,19 +292,20 @@ pub fn connect(conn: &str) -> anyhow::Result<postgres::Client> {
     postgres::Client::connect(conn, postgres::NoTls).map_err(|e| pg_err("connecting to the target's PostgreSQL", e))
 }
 
-/// Run one prefill job to completion or until `stop`. `conn` is the
-/// connection string of the plan's database service. Blocking: call from a
-/// plain thread or `block_in_place`.
+/// Run one COPY job to completion or until `stop`. `conn` is the
+/// connection string of the plan's database service. Blocking.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     spec: &Spec,
     model: &mut ValueModel,
     adapter: &mut TargetAdapter,
+    plan: &SqlCopyPlan,
     conn: &str,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
     on_start: &dyn Fn(&Report),
 ) -> anyhow::Result<Report> {
-    let plan = copy_plan(adapter)?;
+    let plan = plan.clone();
     let dest = format!("{} / {}", plan.database, plan.table);
     let key = job_key(spec, &plan);
     let conn = conn.to_string();
@@ -523,26 +416,6 @@ fn write_chunks(mut w: Writer, job: &str, done_before: u64, rx: Receiver<Chunk>,
         progress.rows_done.fetch_add(chunk.rows, Ordering::Relaxed);
     }
     Ok((added, existing, chunks, done))
-}
-
-/// A progress bar on stderr (drawn only on a terminal) that follows `progress`.
-pub fn progress_bar(total: u64, already: u64, progress: Arc<Progress>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("prefill {bar:40} {human_pos}/{human_len} rows  {per_sec}  eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        loop {
-            let done = already + progress.rows_done.load(Ordering::Relaxed);
-            bar.set_position(done.min(total));
-            if done >= total || stop.load(Ordering::Relaxed) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        bar.finish_and_clear();
-    })
 }
 
 #[cfg(test)]
