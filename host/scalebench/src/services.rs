@@ -72,8 +72,11 @@ use postgres::types::{Format, FromSql, IsNull, Kind, ToSql, Type};
 
 /// How many requests per plugin [`StackServices::timings`] keeps.
 pub const TIMING_LOG_LEN: usize = 256;
-/// Largest HTTP response body the host reads for a plugin.
-pub const MAX_HTTP_BODY_BYTES: u64 = 64 << 20;
+/// Largest HTTP response body the host reads for a plugin. A probe's read
+/// can be large: a Haystack batch hisRead of 1,000 points over an hour of
+/// 5-second history is ~82 MB of JSON (measured against the test server),
+/// so the bound leaves room for three times that.
+pub const MAX_HTTP_BODY_BYTES: u64 = 256 << 20;
 
 /// One request the host performed for a plugin (or for a probe).
 #[derive(Debug, Clone, PartialEq)]

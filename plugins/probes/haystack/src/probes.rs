@@ -107,11 +107,11 @@ pub fn check(name: &str, status: u16, body: &[u8]) -> Result<(), String> {
     let text = std::str::from_utf8(body).map_err(|_| format!("{name}: answer is not UTF-8"))?;
     let trimmed = text.trim_start();
     let rows = if trimmed.starts_with('{') {
-        let v: serde_json::Value = serde_json::from_str(trimmed).map_err(|e| format!("{name}: bad JSON grid: {e}"))?;
-        if v["meta"].get("err").is_some() {
-            return Err(format!("{name}: error grid: {}", v["meta"]["dis"].as_str().unwrap_or("(no dis)")));
+        let g = json_grid(trimmed).map_err(|e| format!("{name}: bad JSON grid: {e}"))?;
+        if g.meta.get("err").is_some() {
+            return Err(format!("{name}: error grid: {}", g.meta.get("dis").and_then(|d| d.as_str()).unwrap_or("(no dis)")));
         }
-        v["rows"].as_array().map_or(0, |r| r.len())
+        g.rows.rows as usize
     } else {
         if !trimmed.starts_with("ver:") {
             return Err(format!("{name}: answer is not a Zinc grid: {}", trimmed.chars().take(80).collect::<String>()));
@@ -127,23 +127,86 @@ pub fn check(name: &str, status: u16, body: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A Haystack JSON grid read for its meta and the size of its rows only:
+/// a batch hisRead of 1,000 points over an hour of 5-second readings is
+/// ~80 MB of JSON (a row per distinct timestamp); held as a
+/// `serde_json::Value` it would take several times that in the plugin's
+/// memory, counted as it streams by it takes none.
+#[derive(serde::Deserialize)]
+struct JsonGrid {
+    #[serde(default)]
+    meta: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    rows: RowCount,
+}
+
+/// Rows of a grid, and the values in them (cells of every column but `ts`
+/// that are not null).
+#[derive(Default)]
+struct RowCount {
+    rows: u64,
+    values: u64,
+}
+
+impl<'de> serde::Deserialize<'de> for RowCount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Rows;
+        impl<'de> serde::de::Visitor<'de> for Rows {
+            type Value = RowCount;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of rows")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RowCount, A::Error> {
+                let mut c = RowCount::default();
+                while let Some(Cells(n)) = seq.next_element()? {
+                    c.rows += 1;
+                    c.values += n;
+                }
+                Ok(c)
+            }
+        }
+        d.deserialize_seq(Rows)
+    }
+}
+
+/// One row: how many of its cells hold a value (`ts` left out).
+struct Cells(u64);
+
+impl<'de> serde::Deserialize<'de> for Cells {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Row;
+        impl<'de> serde::de::Visitor<'de> for Row {
+            type Value = Cells;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a row (an object)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Cells, A::Error> {
+                let mut n = 0;
+                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let v: Option<serde::de::IgnoredAny> = map.next_value()?;
+                    if k != "ts" && v.is_some() {
+                        n += 1;
+                    }
+                }
+                Ok(Cells(n))
+            }
+        }
+        d.deserialize_map(Row)
+    }
+}
+
+fn json_grid(text: &str) -> Result<JsonGrid, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
 /// How much an accepted answer holds: a hisRead answer (JSON) the values in
 /// it (cells of the value columns, the `ts` column left out), any other
 /// answer its rows (records). None when the answer is not a grid.
 pub fn size(name: &str, body: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(body).ok()?.trim_start();
     if text.starts_with('{') {
-        let v: serde_json::Value = serde_json::from_str(text).ok()?;
-        let rows = v["rows"].as_array()?;
-        if !name.starts_with("his-read") {
-            return Some(rows.len() as u64);
-        }
-        let values = rows
-            .iter()
-            .filter_map(|r| r.as_object())
-            .map(|r| r.iter().filter(|(k, v)| k.as_str() != "ts" && !v.is_null()).count() as u64)
-            .sum();
-        return Some(values);
+        let g = json_grid(text).ok()?;
+        return Some(if name.starts_with("his-read") { g.rows.values } else { g.rows.rows });
     }
     if !text.starts_with("ver:") {
         return None;
