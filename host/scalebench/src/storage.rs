@@ -57,6 +57,9 @@ impl StoredCount for AdapterCount {
     }
 }
 
+/// How long a JetStream count is tried before the step says it could not count.
+const COUNT_DEADLINE: Duration = Duration::from_secs(45);
+
 /// Counting a JetStream stream from the host (plan `jetstream`).
 pub struct StreamCount {
     pub client: async_nats::Client,
@@ -67,11 +70,31 @@ pub struct StreamCount {
 impl StoredCount for StreamCount {
     fn stored(&self, window: Window) -> BoxFuture<'_, anyhow::Result<BTreeMap<i64, u64>>> {
         Box::pin(async move {
-            let (per_second, _read) =
-                nats_transport::stored_per_second(&self.client, &self.stream, (window.start_ms, window.end_ms), Duration::from_secs(3))
-                    .await
-                    .map_err(|e| anyhow::anyhow!("counting stored messages in JetStream stream {}: {e}", self.stream))?;
-            Ok(per_second)
+            // A node that just died or restarted can leave the stream
+            // without a leader for seconds (longer on a loaded host): the
+            // count is tried again until it succeeds and has read every
+            // message the stream holds, or COUNT_DEADLINE passes. A read
+            // cut short is never taken as the count (it would be loss).
+            let deadline = std::time::Instant::now() + COUNT_DEADLINE;
+            loop {
+                let attempt = nats_transport::stored_per_second(&self.client, &self.stream, (window.start_ms, window.end_ms), Duration::from_secs(3)).await;
+                let problem = match attempt {
+                    Ok((per_second, read)) => match nats_transport::stream_state(&self.client, &self.stream).await {
+                        Some((held, _)) if read >= held => return Ok(per_second),
+                        Some((held, _)) => format!("the read ended after {read} of the {held} messages the stream holds"),
+                        None => "the stream's state could not be read".to_string(),
+                    },
+                    Err(e) => e,
+                };
+                if std::time::Instant::now() >= deadline {
+                    return Err(anyhow::anyhow!(
+                        "counting stored messages in JetStream stream {} (tried for {} s): {problem}",
+                        self.stream,
+                        COUNT_DEADLINE.as_secs()
+                    ));
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         })
     }
     fn rows_written(&self) -> BoxFuture<'_, Option<(f64, String)>> {

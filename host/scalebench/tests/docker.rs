@@ -142,6 +142,7 @@ fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_d
     ]);
     let r = run.result();
     let s = step0(&r);
+    assert!(s.is_object(), "no step was measured: {}\n{}", r["ended_because"], stderr(&run.out));
     let acked = s["ingest"]["acked"].as_u64().unwrap();
     // While the stream's leader fails over, publishes may time out unacked
     // (more so on a loaded machine): allowed. Losing an acked one is not.

@@ -72,15 +72,26 @@ fn bench(opts: &PluginOptions, args: &PrefillBenchArgs, points: u32, interval_ms
     let tags = model.tags(1, 0, points)?;
     let keys = adapter.point_keys(&tags)?;
     {
+        // The same rows in the same order as prefill sends them (chunk by
+        // chunk, each in key order), so the two arms differ only in how
+        // they load, not in what the indexes are asked to do.
         let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&csv).with_context(|| format!("cannot write {}", csv.display()))?);
         let mut ryu = ryu::Buffer::new();
-        for k in 0..r.intervals_total {
-            let t = r.start_ms + (k * interval_ms) as i64;
-            let values = model.sample(1, 0, points, t as u64 / period)?;
-            for (p, v) in values.iter().enumerate() {
-                let ts = t + ((p as u64 * interval_ms) / points as u64) as i64;
-                writeln!(w, "{},{},{}", keys[p], crate::results::format_utc(ts).replace('T', " ").replace('Z', "+00"), ryu.format(*v))?;
-            }
+        let mut spec = spec.clone();
+        spec.end_ms = Some(r.end_ms);
+        let mut src = prefill::RowSource::new(&mut model, &mut adapter, &spec, r.start_ms)?;
+        let per_chunk = (prefill::CHUNK_ROWS / points as u64).max(1);
+        let mut k = 0;
+        while k < r.intervals_total {
+            let count = per_chunk.min(r.intervals_total - k);
+            let mut io = Ok(());
+            src.chunk_rows(k, count, |p, ts, v| {
+                if io.is_ok() {
+                    io = writeln!(w, "{},{},{}", keys[p], crate::results::format_utc(ts).replace('T', " ").replace('Z', "+00"), ryu.format(v));
+                }
+            })?;
+            io?;
+            k += count;
         }
         w.flush()?;
     }

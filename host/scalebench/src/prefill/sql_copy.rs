@@ -12,7 +12,7 @@
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use plugin_runtime::history_types::SqlCopyPlan;
@@ -23,6 +23,8 @@ use super::{err, ms_to_utc, window, Progress, Report, Spec};
 /// Rows per transaction: large enough that commits cost nothing, small
 /// enough that Ctrl-C waits well under a second for the chunk in flight.
 pub const CHUNK_ROWS: u64 = 200_000;
+/// Connections writing chunks side by side (committed in order).
+const WRITERS: usize = 2;
 /// Bytes handed to the COPY stream per write (writing a row at a time is the
 /// slow way: each write costs the same fixed overhead).
 const WRITE_BYTES: usize = 256 * 1024;
@@ -74,6 +76,8 @@ pub struct RowSource<'a> {
     model: &'a mut ValueModel,
     seed: u64,
     heads: Vec<Vec<u8>>,
+    /// Point indexes in the order of their keys' bytes.
+    order: Vec<u32>,
     interval_ms: u64,
     period_ms: u64,
     start_ms: i64,
@@ -97,30 +101,61 @@ impl<'a> RowSource<'a> {
             heads.extend(keys.iter().map(|k| binary::row_head(k)));
             first += count;
         }
-        Ok(RowSource { model, seed: spec.seed, heads, interval_ms: spec.interval_ms, period_ms, start_ms })
+        // Rows go out in the order of the table's key, (point, ts): each
+        // chunk sweeps the primary key's leaf pages once, in order, instead
+        // of touching them at random (a row per point per interval).
+        let mut order: Vec<u32> = (0..heads.len() as u32).collect();
+        order.sort_by(|a, b| heads[*a as usize][6..].cmp(&heads[*b as usize][6..]));
+        Ok(RowSource { model, seed: spec.seed, heads, order, interval_ms: spec.interval_ms, period_ms, start_ms })
     }
 
     pub fn points(&self) -> usize {
         self.heads.len()
     }
 
-    /// Append the rows of interval `k` (0-based from the window's start) to `out`.
-    pub fn interval_rows(&mut self, k: u64, out: &mut Vec<u8>) -> anyhow::Result<u64> {
+    /// Every point's value at interval `k` (0-based from the window's start).
+    fn interval_values(&mut self, k: u64) -> anyhow::Result<Vec<f64>> {
         let n = self.heads.len() as u64;
         let t = self.start_ms + (k * self.interval_ms) as i64;
         let sample = t as u64 / self.period_ms;
+        let mut values = Vec::with_capacity(n as usize);
         let mut first = 0u64;
         while first < n {
             let count = (n - first).min(50_000);
-            let values = self.model.sample(self.seed, first as u32, count as u32, sample)?;
-            for (i, v) in values.iter().enumerate() {
-                let p = first + i as u64;
-                let ts = t + ((p * self.interval_ms) / n) as i64;
-                binary::push_row(out, &self.heads[p as usize], ts, *v);
-            }
+            values.extend(self.model.sample(self.seed, first as u32, count as u32, sample)?);
             first += count;
         }
-        Ok(n)
+        Ok(values)
+    }
+
+    /// The rows of intervals [first, first+count) in key order, (point, ts),
+    /// handed to `each` as (point index, ts ms, value). Returns the rows.
+    pub fn chunk_rows(&mut self, first: u64, count: u64, each: impl FnMut(usize, i64, f64)) -> anyhow::Result<u64> {
+        let values = self.chunk_values(first, count)?;
+        Ok(self.for_each_row(first, &values, each))
+    }
+
+    /// [`Self::chunk_rows`] as binary COPY rows appended to `out`.
+    pub fn chunk_copy_rows(&mut self, first: u64, count: u64, out: &mut Vec<u8>) -> anyhow::Result<u64> {
+        let values = self.chunk_values(first, count)?;
+        let heads = &self.heads;
+        Ok(self.for_each_row(first, &values, |p, ts, v| binary::push_row(out, &heads[p], ts, v)))
+    }
+
+    fn chunk_values(&mut self, first: u64, count: u64) -> anyhow::Result<Vec<Vec<f64>>> {
+        (first..first + count).map(|k| self.interval_values(k)).collect()
+    }
+
+    fn for_each_row(&self, first: u64, values: &[Vec<f64>], mut each: impl FnMut(usize, i64, f64)) -> u64 {
+        let n = self.heads.len() as u64;
+        for &p in &self.order {
+            let p = p as u64;
+            for (j, vals) in values.iter().enumerate() {
+                let t = self.start_ms + ((first + j as u64) * self.interval_ms) as i64;
+                each(p as usize, t + ((p * self.interval_ms) / n) as i64, vals[p as usize]);
+            }
+        }
+        n * values.len() as u64
     }
 }
 
@@ -253,13 +288,17 @@ impl Writer {
         w.finish()
     }
 
-    /// Write one chunk and advance the marker, in one transaction.
+    /// Write one chunk and advance the marker, in one transaction; the
+    /// marker is advanced and the transaction committed only once `turn`
+    /// says every earlier chunk is committed (chunks are written side by
+    /// side, committed in order, so the marker never claims a gap).
     /// Returns (rows added, rows already stored).
-    fn write(&mut self, job: &str, chunk: &Chunk, done_after: u64) -> anyhow::Result<(u64, u64)> {
+    fn write(&mut self, job: &str, chunk: &Chunk, done_after: u64, turn: &Turns) -> anyhow::Result<(u64, u64)> {
         if !self.staged {
             let mut tx = self.client.transaction().map_err(|e| pg_err("starting a transaction", e))?;
             match Self::stream(&mut tx, &self.copy_direct, &chunk.bytes) {
                 Ok(n) => {
+                    turn.wait_for(chunk.first)?;
                     tx.execute(&self.marker_update, &[&job, &(done_after as i64), &(n as i64)]).map_err(|e| pg_err("advancing the progress marker", e))?;
                     tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
                     return Ok((n, 0));
@@ -279,6 +318,10 @@ impl Writer {
             .map_err(|e| pg_err("creating the staging table", e))?;
         }
         let n = Self::stream(&mut tx, &self.copy_stage, &chunk.bytes).map_err(|e| pg_err("writing a chunk to the staging table", e))?;
+        // ON CONFLICT waits for another writer's uncommitted rows of the
+        // same key; chunks never share a key, but wait for the turn first
+        // anyway so the two writers can never wait on each other.
+        turn.wait_for(chunk.first)?;
         let added = tx.execute(&self.insert_from_stage, &[]).map_err(|e| pg_err("moving a chunk from the staging table", e))?;
         tx.execute(&self.marker_update, &[&job, &(done_after as i64), &(added as i64)]).map_err(|e| pg_err("advancing the progress marker", e))?;
         tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
@@ -334,8 +377,22 @@ pub fn run(
         };
         let id = job.id.clone();
         let job_done_before = job.intervals_done;
+        // More writers, each on a connection of its own: one PostgreSQL
+        // backend uses one core, and index upkeep, not the loading loop,
+        // is what a chunk costs.
+        let mut writers = vec![Writer::new(client, &writer_plan)];
+        for _ in 1..WRITERS {
+            match connect(&conn) {
+                Ok(c) => writers.push(Writer::new(c, &writer_plan)),
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    let _ = job_tx.send(Err(e));
+                    return Err(anyhow::anyhow!(msg));
+                }
+            }
+        }
         let _ = job_tx.send(Ok(job));
-        write_chunks(Writer::new(client, &writer_plan), &id, job_done_before, chunk_rx, &writer_progress)
+        write_chunks(writers, &id, job_done_before, chunk_rx, &writer_progress)
     })?;
 
     let job = match job_rx.recv() {
@@ -377,10 +434,7 @@ pub fn run(
             }
             let count = per_chunk.min(job.intervals_total - k);
             let mut bytes = Vec::with_capacity((count * n * 50) as usize);
-            let mut rows = 0;
-            for i in k..k + count {
-                rows += src.interval_rows(i, &mut bytes)?;
-            }
+            let rows = src.chunk_copy_rows(k, count, &mut bytes)?;
             if chunk_tx.send(Chunk { first: k, count, rows, bytes }).is_err() {
                 break; // the writer stopped; its error is reported below
             }
@@ -403,19 +457,101 @@ pub fn run(
     Ok(report)
 }
 
-/// (rows added, rows already stored, chunks, intervals done after the last chunk)
-fn write_chunks(mut w: Writer, job: &str, done_before: u64, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<(u64, u64, u64, u64)> {
-    let (mut added, mut existing, mut chunks, mut done) = (0, 0, 0, done_before);
-    for chunk in rx {
-        done = chunk.first + chunk.count;
-        let (a, e) = w.write(job, &chunk, chunk.first + chunk.count)?;
-        debug_assert_eq!(a + e, chunk.rows);
-        added += a;
-        existing += e;
-        chunks += 1;
-        progress.rows_done.fetch_add(chunk.rows, Ordering::Relaxed);
+/// Whose turn it is to commit: the first interval not yet committed. A
+/// writer that fails marks the turns broken, so no other waits forever.
+struct Turns {
+    next: Mutex<(u64, bool)>,
+    changed: Condvar,
+}
+
+impl Turns {
+    fn new(first: u64) -> Turns {
+        Turns { next: Mutex::new((first, false)), changed: Condvar::new() }
     }
-    Ok((added, existing, chunks, done))
+
+    /// Wait until every chunk before the one starting at `first` is committed.
+    fn wait_for(&self, first: u64) -> anyhow::Result<()> {
+        let mut g = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        while g.0 != first && !g.1 {
+            g = self.changed.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        if g.1 {
+            return Err(anyhow::anyhow!("another prefill writer failed"));
+        }
+        Ok(())
+    }
+
+    fn committed(&self, next: u64) {
+        self.next.lock().unwrap_or_else(|p| p.into_inner()).0 = next;
+        self.changed.notify_all();
+    }
+
+    fn broken(&self) {
+        self.next.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.changed.notify_all();
+    }
+}
+
+/// (rows added, rows already stored, chunks, intervals done after the last chunk)
+type Written = (u64, u64, u64, u64);
+
+/// Write the chunks of `rx` over every writer's connection side by side,
+/// committing them in order.
+fn write_chunks(writers: Vec<Writer>, job: &str, done_before: u64, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<Written> {
+    let rx = Mutex::new(rx);
+    let turns = Turns::new(done_before);
+    let results: Vec<anyhow::Result<Written>> = std::thread::scope(|s| {
+        let handles: Vec<_> = writers
+            .into_iter()
+            .map(|mut w| {
+                let (rx, turns) = (&rx, &turns);
+                s.spawn(move || -> anyhow::Result<Written> {
+                    let (mut added, mut existing, mut chunks, mut done) = (0, 0, 0, done_before);
+                    loop {
+                        // Take the next chunk in order; the lock is held only to receive.
+                        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok(chunk) = next else { break };
+                        let r = w.write(job, &chunk, chunk.first + chunk.count, turns);
+                        let (a, e) = match r {
+                            Ok(x) => x,
+                            Err(e) => {
+                                turns.broken();
+                                return Err(e);
+                            }
+                        };
+                        debug_assert_eq!(a + e, chunk.rows);
+                        turns.committed(chunk.first + chunk.count);
+                        done = done.max(chunk.first + chunk.count);
+                        added += a;
+                        existing += e;
+                        chunks += 1;
+                        progress.rows_done.fetch_add(chunk.rows, Ordering::Relaxed);
+                    }
+                    Ok((added, existing, chunks, done))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a prefill writer stopped unexpectedly")))).collect()
+    });
+    // The first real error, not "another writer failed".
+    let mut total: Written = (0, 0, 0, done_before);
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok((a, e, c, d)) => {
+                total.0 += a;
+                total.1 += e;
+                total.2 += c;
+                total.3 = total.3.max(d);
+            }
+            Err(e) if first_err.is_none() || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.to_string().contains("another prefill writer")) => first_err = Some(e),
+            Err(_) => {}
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(total),
+    }
 }
 
 #[cfg(test)]
