@@ -229,8 +229,8 @@ pub struct PrefillBenchArgs {
     pub interval: String,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
-    /// Rows of the row-at-a-time arm (it is slow by design).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Rows of the row-at-a-time arm, the first of the same rows (0: all of them, so the arms compare like with like).
+    #[arg(long, default_value_t = 0)]
     pub row_at_a_time_rows: u64,
     #[arg(long, default_value_t = 21883)]
     pub base_port: u16,

@@ -68,30 +68,25 @@ fn bench(opts: &PluginOptions, args: &PrefillBenchArgs, points: u32, interval_ms
     model.configure("{}").map_err(super::gen::user_error)?;
     let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, "baler")?, Arc::new(plugin_runtime::NoServices))?;
     adapter.configure("{}").map_err(super::gen::user_error)?;
-    let period = model.sample_period_ms()?.max(1);
-    let tags = model.tags(1, 0, points)?;
-    let keys = adapter.point_keys(&tags)?;
+    let mut spec = spec.clone();
+    spec.end_ms = Some(r.end_ms);
+    let mut src = prefill::RowSource::new(&mut model, &mut adapter, &spec, r.start_ms)?;
+    let keys = src.keys().to_vec();
+    let tiling = prefill::Tiling::new(points as u64, r.intervals_total);
     {
-        // The same rows in the same order as prefill sends them (chunk by
-        // chunk, each in key order), so the two arms differ only in how
-        // they load, not in what the indexes are asked to do.
+        // The same rows in the same order as prefill sends them (tile by
+        // tile), so the arms differ only in how they load, not in what the
+        // indexes are asked to do.
         let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&csv).with_context(|| format!("cannot write {}", csv.display()))?);
         let mut ryu = ryu::Buffer::new();
-        let mut spec = spec.clone();
-        spec.end_ms = Some(r.end_ms);
-        let mut src = prefill::RowSource::new(&mut model, &mut adapter, &spec, r.start_ms)?;
-        let per_chunk = (prefill::CHUNK_ROWS / points as u64).max(1);
-        let mut k = 0;
-        while k < r.intervals_total {
-            let count = per_chunk.min(r.intervals_total - k);
+        for tile in tiling.tiles_from(Default::default()) {
             let mut io = Ok(());
-            src.chunk_rows(k, count, |p, ts, v| {
+            src.tile_rows(&tile, |p, ts, v| {
                 if io.is_ok() {
                     io = writeln!(w, "{},{},{}", keys[p], crate::results::format_utc(ts).replace('T', " ").replace('Z', "+00"), ryu.format(v));
                 }
             })?;
             io?;
-            k += count;
         }
         w.flush()?;
     }
@@ -113,8 +108,9 @@ fn bench(opts: &PluginOptions, args: &PrefillBenchArgs, points: u32, interval_ms
     let _ = std::fs::remove_file(&csv);
     reset(&mut c)?;
 
-    // 3. The same binary COPY, written a row at a time (a message per row).
-    let one_rows = args.row_at_a_time_rows.min(rows);
+    // 3. The same rows in the same order as one binary COPY, written a row
+    //    at a time (a message per row).
+    let one_rows = if args.row_at_a_time_rows == 0 { rows } else { args.row_at_a_time_rows.min(rows) };
     let t0 = Instant::now();
     {
         let mut tx = c.transaction()?;
@@ -123,19 +119,21 @@ fn bench(opts: &PluginOptions, args: &PrefillBenchArgs, points: u32, interval_ms
         let heads: Vec<Vec<u8>> = keys.iter().map(|k| prefill::binary::row_head(k)).collect();
         let mut row = Vec::with_capacity(64);
         let mut written = 0u64;
-        'outer: for k in 0..r.intervals_total {
-            let t = r.start_ms + (k * interval_ms) as i64;
-            let values = model.sample(1, 0, points, t as u64 / period)?;
-            for (p, v) in values.iter().enumerate() {
-                if written == one_rows {
-                    break 'outer;
+        let mut io: std::io::Result<()> = Ok(());
+        for tile in tiling.tiles_from(Default::default()) {
+            if written >= one_rows {
+                break;
+            }
+            src.tile_rows(&tile, |p, ts, v| {
+                if written == one_rows || io.is_err() {
+                    return;
                 }
                 row.clear();
-                prefill::binary::push_row(&mut row, &heads[p], t + ((p as u64 * interval_ms) / points as u64) as i64, *v);
-                w.write_all(&row)?;
-                w.flush()?;
+                prefill::binary::push_row(&mut row, &heads[p], ts, v);
+                io = w.write_all(&row).and_then(|_| w.flush());
                 written += 1;
-            }
+            })?;
+            io.as_ref().map_err(|e| anyhow::anyhow!("writing a row: {e}"))?;
         }
         w.write_all(prefill::binary::TRAILER)?;
         w.finish()?;

@@ -3,8 +3,9 @@
 //! realistic size. Not the live path: no broker, no ingester, no pacing.
 //!
 //! The target adapter describes how history goes in (`history-sink`); the
-//! host writes, over connections of its own, in chunks of whole intervals,
-//! and a chunk counts as written only once all of it is stored:
+//! host writes, over connections of its own, in chunks (SQL: tiles of
+//! points × intervals, see [`tiles`]; Haystack: whole intervals), and a
+//! chunk counts as written only once all of it is stored:
 //! - SQL targets ([`sql_copy`]): binary COPY into the adapter's table, each
 //!   chunk one transaction with a progress marker in the same database;
 //! - Haystack targets ([`his_write`]): the adapter's own hisWrite grids,
@@ -21,6 +22,7 @@
 
 pub mod his_write;
 pub mod sql_copy;
+pub mod tiles;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,7 +34,8 @@ use plugin_runtime::history_types::HistoryPlan;
 use plugin_runtime::{TargetAdapter, ValueModel};
 use serde::{Deserialize, Serialize};
 
-pub use sql_copy::{binary, connect, quote_name, RowSource, CHUNK_ROWS, MARKER_TABLE};
+pub use sql_copy::{binary, connect, quote_name, MARKER_TABLE};
+pub use tiles::{RowSource, Tiling, CHUNK_ROWS};
 
 /// What to prefill.
 #[derive(Debug, Clone)]
@@ -97,7 +100,6 @@ fn err(problem: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
     PrefillError { problem: problem.into(), hint: hint.into() }.into()
 }
 
-
 /// The window of a job: (start_ms, end_ms, intervals).
 pub fn window(spec: &Spec, now_ms: i64) -> (i64, i64, u64) {
     let iv = spec.interval_ms as i64;
@@ -106,18 +108,15 @@ pub fn window(spec: &Spec, now_ms: i64) -> (i64, i64, u64) {
     (end - intervals as i64 * iv, end, intervals)
 }
 
-
 fn ms_to_utc(ms: i64) -> String {
     crate::results::format_utc(ms)
 }
-
 
 /// Progress shared with the caller's bar.
 #[derive(Default)]
 pub struct Progress {
     pub rows_done: AtomicU64,
 }
-
 
 /// A progress bar on stderr (drawn only on a terminal) that follows `progress`.
 pub fn progress_bar(total: u64, already: u64, progress: Arc<Progress>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
@@ -138,7 +137,6 @@ pub fn progress_bar(total: u64, already: u64, progress: Arc<Progress>, stop: Arc
         bar.finish_and_clear();
     })
 }
-
 
 /// The stack's services, by the names a plan uses.
 #[derive(Debug, Clone, Default)]
@@ -169,7 +167,10 @@ pub fn plan(adapter: &mut TargetAdapter) -> anyhow::Result<HistoryPlan> {
 fn missing_service(kind: &str, name: &str, have: &BTreeMap<String, String>) -> anyhow::Error {
     let have: Vec<&str> = have.keys().map(String::as_str).collect();
     err(
-        format!("the target writes history into {kind} service `{name}`, which this stack does not have (it has: {})", if have.is_empty() { "none".into() } else { have.join(", ") }),
+        format!(
+            "the target writes history into {kind} service `{name}`, which this stack does not have (it has: {})",
+            if have.is_empty() { "none".into() } else { have.join(", ") }
+        ),
         "give the service to the stack (--stack external: --pg-url, or --service NAME=URL), or check the target's params",
     )
 }

@@ -1,7 +1,9 @@
-//! Prefill of SQL targets: binary COPY in chunks of whole intervals into
-//! the table the adapter names (`sql-copy` plans). Each chunk is one
-//! transaction that also advances a progress marker (table
-//! `scalebench_prefill`, which scalebench creates), so:
+//! Prefill of SQL targets: binary COPY in tiles of points × intervals
+//! ([`super::tiles`]) into the table the adapter names (`sql-copy` plans),
+//! over two connections side by side (one PostgreSQL backend uses one core;
+//! index upkeep, not the loading loop, is what a row costs). Each tile is
+//! one transaction that also advances a progress marker (table
+//! `scalebench_prefill`, which scalebench creates), committed in order, so:
 //! - a rerun of the same job adds nothing twice (the marker says it is done);
 //! - Ctrl-C finishes the chunk in flight, and a rerun resumes after the last
 //!   committed chunk: the row count is exact, never a chunk twice or half;
@@ -18,11 +20,9 @@ use std::time::Instant;
 use plugin_runtime::history_types::SqlCopyPlan;
 use plugin_runtime::{TargetAdapter, ValueModel};
 
+use super::tiles::{Done, RowSource, Tile, Tiling};
 use super::{err, ms_to_utc, window, Progress, Report, Spec};
 
-/// Rows per transaction: large enough that commits cost nothing, small
-/// enough that Ctrl-C waits well under a second for the chunk in flight.
-pub const CHUNK_ROWS: u64 = 200_000;
 /// Connections writing chunks side by side (committed in order).
 const WRITERS: usize = 2;
 /// Bytes handed to the COPY stream per write (writing a row at a time is the
@@ -38,11 +38,10 @@ pub fn quote_name(name: &str) -> String {
     name.split('.').map(|p| format!("\"{}\"", p.replace('"', "\"\""))).collect::<Vec<_>>().join(".")
 }
 
-/// One chunk: intervals [first, first+count) of every point, as COPY bytes.
+/// One chunk: a tile's rows as COPY bytes, and its place in the run's order.
 struct Chunk {
-    first: u64,
-    count: u64,
-    rows: u64,
+    seq: u64,
+    tile: Tile,
     bytes: Vec<u8>,
 }
 
@@ -71,110 +70,20 @@ pub mod binary {
     }
 }
 
-/// Generates chunks of COPY rows from the model, in interval order.
-pub struct RowSource<'a> {
-    model: &'a mut ValueModel,
-    seed: u64,
-    heads: Vec<Vec<u8>>,
-    /// Point indexes in the order of their keys' bytes.
-    order: Vec<u32>,
-    interval_ms: u64,
-    period_ms: u64,
-    start_ms: i64,
-}
-
-impl<'a> RowSource<'a> {
-    pub fn new(model: &'a mut ValueModel, adapter: &mut TargetAdapter, spec: &Spec, start_ms: i64) -> anyhow::Result<Self> {
-        let period_ms = model.sample_period_ms()?.max(1);
-        let mut heads = Vec::with_capacity(spec.points as usize);
-        let mut first = 0u32;
-        while first < spec.points {
-            let count = (spec.points - first).min(10_000);
-            let tags = model.tags(spec.seed, first, count)?;
-            let keys = adapter.point_keys(&tags)?;
-            if keys.len() != tags.len() {
-                return Err(err(
-                    format!("target {} gave {} point keys for {} points", adapter.name(), keys.len(), tags.len()),
-                    "the adapter's point-keys must return one key per point; report this to the adapter's author",
-                ));
-            }
-            heads.extend(keys.iter().map(|k| binary::row_head(k)));
-            first += count;
-        }
-        // Rows go out in the order of the table's key, (point, ts): each
-        // chunk sweeps the primary key's leaf pages once, in order, instead
-        // of touching them at random (a row per point per interval).
-        let mut order: Vec<u32> = (0..heads.len() as u32).collect();
-        order.sort_by(|a, b| heads[*a as usize][6..].cmp(&heads[*b as usize][6..]));
-        Ok(RowSource { model, seed: spec.seed, heads, order, interval_ms: spec.interval_ms, period_ms, start_ms })
-    }
-
-    pub fn points(&self) -> usize {
-        self.heads.len()
-    }
-
-    /// Every point's value at interval `k` (0-based from the window's start).
-    fn interval_values(&mut self, k: u64) -> anyhow::Result<Vec<f64>> {
-        let n = self.heads.len() as u64;
-        let t = self.start_ms + (k * self.interval_ms) as i64;
-        let sample = t as u64 / self.period_ms;
-        let mut values = Vec::with_capacity(n as usize);
-        let mut first = 0u64;
-        while first < n {
-            let count = (n - first).min(50_000);
-            values.extend(self.model.sample(self.seed, first as u32, count as u32, sample)?);
-            first += count;
-        }
-        Ok(values)
-    }
-
-    /// The rows of intervals [first, first+count) in key order, (point, ts),
-    /// handed to `each` as (point index, ts ms, value). Returns the rows.
-    pub fn chunk_rows(&mut self, first: u64, count: u64, each: impl FnMut(usize, i64, f64)) -> anyhow::Result<u64> {
-        let values = self.chunk_values(first, count)?;
-        Ok(self.for_each_row(first, &values, each))
-    }
-
-    /// [`Self::chunk_rows`] as binary COPY rows appended to `out`.
-    pub fn chunk_copy_rows(&mut self, first: u64, count: u64, out: &mut Vec<u8>) -> anyhow::Result<u64> {
-        let values = self.chunk_values(first, count)?;
-        let heads = &self.heads;
-        Ok(self.for_each_row(first, &values, |p, ts, v| binary::push_row(out, &heads[p], ts, v)))
-    }
-
-    fn chunk_values(&mut self, first: u64, count: u64) -> anyhow::Result<Vec<Vec<f64>>> {
-        (first..first + count).map(|k| self.interval_values(k)).collect()
-    }
-
-    fn for_each_row(&self, first: u64, values: &[Vec<f64>], mut each: impl FnMut(usize, i64, f64)) -> u64 {
-        let n = self.heads.len() as u64;
-        for &p in &self.order {
-            let p = p as u64;
-            for (j, vals) in values.iter().enumerate() {
-                let t = self.start_ms + ((first + j as u64) * self.interval_ms) as i64;
-                each(p as usize, t + ((p * self.interval_ms) / n) as i64, vals[p as usize]);
-            }
-        }
-        n * values.len() as u64
-    }
-}
-
 struct Job {
     id: String,
     start_ms: i64,
     end_ms: i64,
     intervals_total: u64,
-    intervals_done: u64,
+    tiling: Tiling,
+    done: Done,
     rows_before: u64,
     resumed: bool,
 }
 
 fn pg_err(what: &str, e: postgres::Error) -> anyhow::Error {
     let detail = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string());
-    err(
-        format!("{what}: {detail}"),
-        "check the stack's PostgreSQL is up and the table exists (the historian creates point_history when it starts)",
-    )
+    err(format!("{what}: {detail}"), "check the stack's PostgreSQL is up and the table exists (the historian creates point_history when it starts)")
 }
 
 /// Check the table's columns have the types binary COPY will send.
@@ -209,37 +118,59 @@ fn check_columns(client: &mut postgres::Client, plan: &SqlCopyPlan) -> anyhow::R
 }
 
 fn open_job(client: &mut postgres::Client, key: &str, spec: &Spec, dest: &str) -> anyhow::Result<Job> {
+    // Columns added since the first marker tables: a job without a tile
+    // shape was written a whole interval of every point at a time.
     client
         .batch_execute(&format!(
             "CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (id text PRIMARY KEY, destination text NOT NULL, \
              start_ms bigint NOT NULL, end_ms bigint NOT NULL, intervals_total bigint NOT NULL, \
              intervals_done bigint NOT NULL DEFAULT 0, rows_written bigint NOT NULL DEFAULT 0, \
-             started_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz)"
+             started_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz); \
+             ALTER TABLE {MARKER_TABLE} ADD COLUMN IF NOT EXISTS points_done bigint NOT NULL DEFAULT 0, \
+             ADD COLUMN IF NOT EXISTS tile_points bigint, ADD COLUMN IF NOT EXISTS tile_intervals bigint"
         ))
         .map_err(|e| pg_err("creating the progress marker table", e))?;
+    let n = spec.points as u64;
     if let Some(r) = client
-        .query_opt(&format!("SELECT start_ms, end_ms, intervals_total, intervals_done, rows_written FROM {MARKER_TABLE} WHERE id = $1"), &[&key])
+        .query_opt(
+            &format!("SELECT start_ms, end_ms, intervals_total, intervals_done, rows_written, points_done, tile_points, tile_intervals FROM {MARKER_TABLE} WHERE id = $1"),
+            &[&key],
+        )
         .map_err(|e| pg_err("reading the progress marker", e))?
     {
-        let (s, e, t, d, w): (i64, i64, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
-        return Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t as u64, intervals_done: d as u64, rows_before: w as u64, resumed: d > 0 });
+        let (s, e, t, d, w, pd): (i64, i64, i64, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+        let (tp, ti): (Option<i64>, Option<i64>) = (r.get(6), r.get(7));
+        let tiling = match (tp, ti) {
+            (Some(tp), Some(ti)) => Tiling::stored(n, t as u64, tp as u64, ti as u64),
+            _ => Tiling::stored(n, t as u64, n, (super::tiles::CHUNK_ROWS / n.max(1)).max(1)),
+        };
+        let done = Done { intervals: d as u64, points: pd as u64 };
+        return Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t as u64, tiling, done, rows_before: w as u64, resumed: d > 0 || pd > 0 });
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
     let (s, e, t) = window(spec, now);
+    let tiling = Tiling::new(n, t);
     client
         .execute(
-            &format!("INSERT INTO {MARKER_TABLE} (id, destination, start_ms, end_ms, intervals_total) VALUES ($1, $2, $3, $4, $5)"),
-            &[&key, &dest, &s, &e, &(t as i64)],
+            &format!("INSERT INTO {MARKER_TABLE} (id, destination, start_ms, end_ms, intervals_total, tile_points, tile_intervals) VALUES ($1, $2, $3, $4, $5, $6, $7)"),
+            &[&key, &dest, &s, &e, &(t as i64), &(tiling.group_points as i64), &(tiling.block_intervals as i64)],
         )
         .map_err(|e| pg_err("writing the progress marker", e))?;
-    Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t, intervals_done: 0, rows_before: 0, resumed: false })
+    Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t, tiling, done: Done::default(), rows_before: 0, resumed: false })
 }
 
 /// The job's key: everything that decides which rows it writes, except the window.
 pub fn job_key(spec: &Spec, plan: &SqlCopyPlan) -> String {
     format!(
         "{}/{} model={} params={} seed={} points={} interval_ms={} days={}",
-        plan.database, plan.table, spec.model_name, spec.model_params.trim(), spec.seed, spec.points, spec.interval_ms, spec.days
+        plan.database,
+        plan.table,
+        spec.model_name,
+        spec.model_params.trim(),
+        spec.seed,
+        spec.points,
+        spec.interval_ms,
+        spec.days
     )
 }
 
@@ -265,8 +196,10 @@ impl Writer {
             copy_direct: format!("COPY {t} ({p}, {ts}, {v}) FROM STDIN (FORMAT binary)"),
             copy_stage: "COPY scalebench_prefill_stage (point, ts, value) FROM STDIN (FORMAT binary)".into(),
             insert_from_stage: format!("INSERT INTO {t} ({p}, {ts}, {v}) SELECT point, ts, value FROM scalebench_prefill_stage {conflict}"),
-            marker_update: format!("UPDATE {MARKER_TABLE} SET intervals_done = $2, rows_written = rows_written + $3, \
-                 finished_at = CASE WHEN $2 >= intervals_total THEN now() END WHERE id = $1"),
+            marker_update: format!(
+                "UPDATE {MARKER_TABLE} SET intervals_done = $2, points_done = $4, rows_written = rows_written + $3, \
+                 finished_at = CASE WHEN $2 >= intervals_total THEN now() END WHERE id = $1"
+            ),
             stage_made: false,
             staged: false,
         }
@@ -293,13 +226,15 @@ impl Writer {
     /// says every earlier chunk is committed (chunks are written side by
     /// side, committed in order, so the marker never claims a gap).
     /// Returns (rows added, rows already stored).
-    fn write(&mut self, job: &str, chunk: &Chunk, done_after: u64, turn: &Turns) -> anyhow::Result<(u64, u64)> {
+    fn write(&mut self, job: &str, chunk: &Chunk, turn: &Turns) -> anyhow::Result<(u64, u64)> {
+        let (intervals_done, points_done) = (chunk.tile.done_after.intervals as i64, chunk.tile.done_after.points as i64);
         if !self.staged {
             let mut tx = self.client.transaction().map_err(|e| pg_err("starting a transaction", e))?;
             match Self::stream(&mut tx, &self.copy_direct, &chunk.bytes) {
                 Ok(n) => {
-                    turn.wait_for(chunk.first)?;
-                    tx.execute(&self.marker_update, &[&job, &(done_after as i64), &(n as i64)]).map_err(|e| pg_err("advancing the progress marker", e))?;
+                    turn.wait_for(chunk.seq)?;
+                    tx.execute(&self.marker_update, &[&job, &intervals_done, &(n as i64), &points_done])
+                        .map_err(|e| pg_err("advancing the progress marker", e))?;
                     tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
                     return Ok((n, 0));
                 }
@@ -312,18 +247,16 @@ impl Writer {
         }
         let mut tx = self.client.transaction().map_err(|e| pg_err("starting a transaction", e))?;
         if !self.stage_made {
-            tx.batch_execute(
-                "CREATE TEMP TABLE IF NOT EXISTS scalebench_prefill_stage (point text, ts timestamptz, value float8) ON COMMIT DELETE ROWS",
-            )
-            .map_err(|e| pg_err("creating the staging table", e))?;
+            tx.batch_execute("CREATE TEMP TABLE IF NOT EXISTS scalebench_prefill_stage (point text, ts timestamptz, value float8) ON COMMIT DELETE ROWS")
+                .map_err(|e| pg_err("creating the staging table", e))?;
         }
         let n = Self::stream(&mut tx, &self.copy_stage, &chunk.bytes).map_err(|e| pg_err("writing a chunk to the staging table", e))?;
         // ON CONFLICT waits for another writer's uncommitted rows of the
         // same key; chunks never share a key, but wait for the turn first
         // anyway so the two writers can never wait on each other.
-        turn.wait_for(chunk.first)?;
+        turn.wait_for(chunk.seq)?;
         let added = tx.execute(&self.insert_from_stage, &[]).map_err(|e| pg_err("moving a chunk from the staging table", e))?;
-        tx.execute(&self.marker_update, &[&job, &(done_after as i64), &(added as i64)]).map_err(|e| pg_err("advancing the progress marker", e))?;
+        tx.execute(&self.marker_update, &[&job, &intervals_done, &(added as i64), &points_done]).map_err(|e| pg_err("advancing the progress marker", e))?;
         tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
         self.stage_made = true;
         Ok((added, n - added))
@@ -360,7 +293,7 @@ pub fn run(
     let writer_plan = plan.clone();
     let writer_spec = spec.clone();
     let writer_progress = progress.clone();
-    let writer = std::thread::Builder::new().name("prefill-writer".into()).spawn(move || -> anyhow::Result<(u64, u64, u64, u64)> {
+    let writer = std::thread::Builder::new().name("prefill-writer".into()).spawn(move || -> anyhow::Result<Written> {
         let setup = (|| {
             let mut client = connect(&conn)?;
             check_columns(&mut client, &writer_plan)?;
@@ -376,7 +309,7 @@ pub fn run(
             }
         };
         let id = job.id.clone();
-        let job_done_before = job.intervals_done;
+        let job_done_before = job.done;
         // More writers, each on a connection of its own: one PostgreSQL
         // backend uses one core, and index upkeep, not the loading loop,
         // is what a chunk costs.
@@ -401,7 +334,13 @@ pub fn run(
             let _ = writer.join();
             return Err(e);
         }
-        Err(_) => return Err(writer.join().map_err(|_| anyhow::anyhow!("the prefill writer stopped unexpectedly"))?.err().unwrap_or_else(|| anyhow::anyhow!("the prefill writer stopped unexpectedly"))),
+        Err(_) => {
+            return Err(writer
+                .join()
+                .map_err(|_| anyhow::anyhow!("the prefill writer stopped unexpectedly"))?
+                .err()
+                .unwrap_or_else(|| anyhow::anyhow!("the prefill writer stopped unexpectedly")))
+        }
     };
     let mut report = Report {
         target: spec.target_name.clone(),
@@ -425,39 +364,36 @@ pub fn run(
     let t0 = Instant::now();
     let mut produce = || -> anyhow::Result<()> {
         let mut src = RowSource::new(model, adapter, spec, job.start_ms)?;
-        let n = src.points() as u64;
-        let per_chunk = (CHUNK_ROWS / n.max(1)).max(1);
-        let mut k = job.intervals_done;
-        while k < job.intervals_total {
+        let heads: Vec<Vec<u8>> = src.keys().iter().map(|k| binary::row_head(k)).collect();
+        for (seq, tile) in job.tiling.tiles_from(job.done).enumerate() {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            let count = per_chunk.min(job.intervals_total - k);
-            let mut bytes = Vec::with_capacity((count * n * 50) as usize);
-            let rows = src.chunk_copy_rows(k, count, &mut bytes)?;
-            if chunk_tx.send(Chunk { first: k, count, rows, bytes }).is_err() {
+            let mut bytes = Vec::with_capacity((tile.rows() * 50) as usize);
+            src.tile_rows(&tile, |p, ts, v| binary::push_row(&mut bytes, &heads[p], ts, v))?;
+            if chunk_tx.send(Chunk { seq: seq as u64, tile, bytes }).is_err() {
                 break; // the writer stopped; its error is reported below
             }
-            k += count;
         }
         Ok(())
     };
     let produced = produce();
     drop(chunk_tx);
     let written = writer.join().map_err(|_| anyhow::anyhow!("the prefill writer stopped unexpectedly"))?;
-    let (added, existing, chunks, intervals_done) = written?;
+    let (added, existing, chunks, done) = written?;
     produced?;
     report.duration_s = t0.elapsed().as_secs_f64();
     report.rows_added = added;
     report.rows_already_stored = existing;
     report.chunks = chunks;
     report.rows_per_s = if report.duration_s > 0.0 { (added + existing) as f64 / report.duration_s } else { 0.0 };
-    report.complete = intervals_done >= job.intervals_total;
+    report.complete = done.intervals >= job.intervals_total;
     report.interrupted = stop.load(Ordering::Relaxed) && !report.complete;
     Ok(report)
 }
 
-/// Whose turn it is to commit: the first interval not yet committed. A
+/// Whose turn it is to commit: the first chunk (by its place in the run's
+/// order) not yet committed. A
 /// writer that fails marks the turns broken, so no other waits forever.
 struct Turns {
     next: Mutex<(u64, bool)>,
@@ -469,10 +405,10 @@ impl Turns {
         Turns { next: Mutex::new((first, false)), changed: Condvar::new() }
     }
 
-    /// Wait until every chunk before the one starting at `first` is committed.
-    fn wait_for(&self, first: u64) -> anyhow::Result<()> {
+    /// Wait until every chunk before chunk `seq` is committed.
+    fn wait_for(&self, seq: u64) -> anyhow::Result<()> {
         let mut g = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        while g.0 != first && !g.1 {
+        while g.0 != seq && !g.1 {
             g = self.changed.wait(g).unwrap_or_else(|p| p.into_inner());
         }
         if g.1 {
@@ -492,14 +428,14 @@ impl Turns {
     }
 }
 
-/// (rows added, rows already stored, chunks, intervals done after the last chunk)
-type Written = (u64, u64, u64, u64);
+/// (rows added, rows already stored, chunks, where the job stands after the last chunk)
+type Written = (u64, u64, u64, Done);
 
 /// Write the chunks of `rx` over every writer's connection side by side,
 /// committing them in order.
-fn write_chunks(writers: Vec<Writer>, job: &str, done_before: u64, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<Written> {
+fn write_chunks(writers: Vec<Writer>, job: &str, done_before: Done, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<Written> {
     let rx = Mutex::new(rx);
-    let turns = Turns::new(done_before);
+    let turns = Turns::new(0);
     let results: Vec<anyhow::Result<Written>> = std::thread::scope(|s| {
         let handles: Vec<_> = writers
             .into_iter()
@@ -511,7 +447,7 @@ fn write_chunks(writers: Vec<Writer>, job: &str, done_before: u64, rx: Receiver<
                         // Take the next chunk in order; the lock is held only to receive.
                         let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                         let Ok(chunk) = next else { break };
-                        let r = w.write(job, &chunk, chunk.first + chunk.count, turns);
+                        let r = w.write(job, &chunk, turns);
                         let (a, e) = match r {
                             Ok(x) => x,
                             Err(e) => {
@@ -519,13 +455,13 @@ fn write_chunks(writers: Vec<Writer>, job: &str, done_before: u64, rx: Receiver<
                                 return Err(e);
                             }
                         };
-                        debug_assert_eq!(a + e, chunk.rows);
-                        turns.committed(chunk.first + chunk.count);
-                        done = done.max(chunk.first + chunk.count);
+                        debug_assert_eq!(a + e, chunk.tile.rows());
+                        turns.committed(chunk.seq + 1);
+                        done = done.max(chunk.tile.done_after);
                         added += a;
                         existing += e;
                         chunks += 1;
-                        progress.rows_done.fetch_add(chunk.rows, Ordering::Relaxed);
+                        progress.rows_done.fetch_add(chunk.tile.rows(), Ordering::Relaxed);
                     }
                     Ok((added, existing, chunks, done))
                 })
@@ -544,7 +480,9 @@ fn write_chunks(writers: Vec<Writer>, job: &str, done_before: u64, rx: Receiver<
                 total.2 += c;
                 total.3 = total.3.max(d);
             }
-            Err(e) if first_err.is_none() || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.to_string().contains("another prefill writer")) => first_err = Some(e),
+            Err(e) if first_err.is_none() || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.to_string().contains("another prefill writer")) => {
+                first_err = Some(e)
+            }
             Err(_) => {}
         }
     }
