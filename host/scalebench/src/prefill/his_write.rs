@@ -58,18 +58,7 @@ struct JobFile {
 
 /// The job's key: what decides which readings it writes, and where.
 fn job_key(spec: &Spec, plan: &HisWritePlan, base: &str) -> String {
-    format!(
-        "{} ({base}) target={} params={} model={} params={} seed={} points={} interval_ms={} days={}",
-        plan.service,
-        spec.target_name,
-        spec.target_params.trim(),
-        spec.model_name,
-        spec.model_params.trim(),
-        spec.seed,
-        spec.points,
-        spec.interval_ms,
-        spec.days
-    )
+    format!("{} ({base}) target={} params={} {}", plan.service, spec.target_name, spec.target_params.trim(), spec.readings_key())
 }
 
 /// The job's file: named by a 64-bit FNV-1a hash of its key (stable across

@@ -54,6 +54,22 @@ pub struct Spec {
     pub target_params: String,
 }
 
+impl Spec {
+    /// Everything that decides a job's readings but the target and the
+    /// window: part of every job's key (a job is found again by its key).
+    pub fn readings_key(&self) -> String {
+        format!(
+            "model={} params={} seed={} points={} interval_ms={} days={}",
+            self.model_name,
+            self.model_params.trim(),
+            self.seed,
+            self.points,
+            self.interval_ms,
+            self.days
+        )
+    }
+}
+
 /// What a prefill did; goes into the result JSON (`prefill`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {

@@ -161,17 +161,7 @@ fn open_job(client: &mut postgres::Client, key: &str, spec: &Spec, dest: &str) -
 
 /// The job's key: everything that decides which rows it writes, except the window.
 pub fn job_key(spec: &Spec, plan: &SqlCopyPlan) -> String {
-    format!(
-        "{}/{} model={} params={} seed={} points={} interval_ms={} days={}",
-        plan.database,
-        plan.table,
-        spec.model_name,
-        spec.model_params.trim(),
-        spec.seed,
-        spec.points,
-        spec.interval_ms,
-        spec.days
-    )
+    format!("{}/{} {}", plan.database, plan.table, spec.readings_key())
 }
 
 struct Writer {
