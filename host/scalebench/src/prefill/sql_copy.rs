@@ -382,6 +382,11 @@ pub fn run(
     Ok(report)
 }
 
+/// A writer stopped because another one failed (that one's error is the one to report).
+#[derive(Debug, thiserror::Error)]
+#[error("another prefill writer failed")]
+struct OtherWriterFailed;
+
 /// Whose turn it is to commit: the first chunk (by its place in the run's
 /// order) not yet committed. A
 /// writer that fails marks the turns broken, so no other waits forever.
@@ -402,7 +407,7 @@ impl Turns {
             g = self.changed.wait(g).unwrap_or_else(|p| p.into_inner());
         }
         if g.1 {
-            return Err(anyhow::anyhow!("another prefill writer failed"));
+            return Err(OtherWriterFailed.into());
         }
         Ok(())
     }
@@ -470,7 +475,7 @@ fn write_chunks(writers: Vec<Writer>, job: &str, done_before: Done, rx: Receiver
                 total.2 += c;
                 total.3 = total.3.max(d);
             }
-            Err(e) if first_err.is_none() || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.to_string().contains("another prefill writer")) => {
+            Err(e) if first_err.is_none() || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.is::<OtherWriterFailed>()) => {
                 first_err = Some(e)
             }
             Err(_) => {}

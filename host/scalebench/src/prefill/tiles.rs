@@ -106,7 +106,8 @@ impl Tiling {
     }
 
     /// Rows stored when the job stands at `done`.
-    pub fn rows_done(&self, done: Done) -> u64 {
+    #[cfg(test)]
+    fn rows_done(&self, done: Done) -> u64 {
         done.intervals * self.points + done.points * self.block_intervals.min(self.intervals_total.saturating_sub(done.intervals))
     }
 }
