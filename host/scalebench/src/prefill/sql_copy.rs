@@ -142,7 +142,7 @@ fn open_job(client: &mut postgres::Client, key: &str, spec: &Spec, dest: &str) -
         let (tp, ti): (Option<i64>, Option<i64>) = (r.get(6), r.get(7));
         let tiling = match (tp, ti) {
             (Some(tp), Some(ti)) => Tiling::stored(n, t as u64, tp as u64, ti as u64),
-            _ => Tiling::stored(n, t as u64, n, (super::tiles::CHUNK_ROWS / n.max(1)).max(1)),
+            _ => Tiling::whole_intervals(n, t as u64),
         };
         let done = Done { intervals: d as u64, points: pd as u64 };
         return Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t as u64, tiling, done, rows_before: w as u64, resumed: d > 0 || pd > 0 });
@@ -387,17 +387,17 @@ pub fn run(
 #[error("another prefill writer failed")]
 struct OtherWriterFailed;
 
-/// Whose turn it is to commit: the first chunk (by its place in the run's
-/// order) not yet committed. A
-/// writer that fails marks the turns broken, so no other waits forever.
+/// Whose turn it is to commit: the first chunk (by its place in this run's
+/// order, from 0) not yet committed. A writer that fails marks the turns
+/// broken, so no other waits forever.
 struct Turns {
     next: Mutex<(u64, bool)>,
     changed: Condvar,
 }
 
 impl Turns {
-    fn new(first: u64) -> Turns {
-        Turns { next: Mutex::new((first, false)), changed: Condvar::new() }
+    fn new() -> Turns {
+        Turns { next: Mutex::new((0, false)), changed: Condvar::new() }
     }
 
     /// Wait until every chunk before chunk `seq` is committed.
@@ -430,7 +430,7 @@ type Written = (u64, u64, u64, Done);
 /// committing them in order.
 fn write_chunks(writers: Vec<Writer>, job: &str, done_before: Done, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<Written> {
     let rx = Mutex::new(rx);
-    let turns = Turns::new(0);
+    let turns = Turns::new();
     let results: Vec<anyhow::Result<Written>> = std::thread::scope(|s| {
         let handles: Vec<_> = writers
             .into_iter()

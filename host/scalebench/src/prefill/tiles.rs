@@ -85,6 +85,12 @@ impl Tiling {
         Tiling { points: n, intervals_total, group_points: group_points.clamp(1, n), block_intervals: block_intervals.max(1) }
     }
 
+    /// The shape of jobs written before tiles: every point, whole intervals.
+    pub fn whole_intervals(points: u64, intervals_total: u64) -> Tiling {
+        let n = points.max(1);
+        Tiling { points: n, intervals_total, group_points: n, block_intervals: (CHUNK_ROWS / n).max(1) }
+    }
+
     /// Every tile after `from`, in order.
     pub fn tiles_from(self, from: Done) -> impl Iterator<Item = Tile> {
         let mut at = from;
