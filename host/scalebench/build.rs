@@ -47,7 +47,13 @@ fn main() {
         .args(["build", "--release", "--target", "wasm32-wasip2"])
         .env("CARGO_TARGET_DIR", &target_dir);
     // Flags meant for the host must not leak into the guest build.
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_RUSTFLAGS"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_RUSTFLAGS",
+    ] {
         cmd.env_remove(var);
     }
     let status = cmd.status().expect("scalebench build: cannot run cargo to build the plugins");
@@ -57,7 +63,10 @@ fn main() {
         } else {
             "hint: install the target with `rustup target add wasm32-wasip2` (scripts/setup.sh does)"
         };
-        panic!("scalebench build: building the plugins in {} for wasm32-wasip2 failed (see above).\n{hint}", plugins.display());
+        panic!(
+            "scalebench build: building the plugins in {} for wasm32-wasip2 failed (see above).\n{hint}",
+            plugins.display()
+        );
     }
 
     let wasm_dir = target_dir.join("wasm32-wasip2/release");

@@ -23,7 +23,9 @@ use axum::Router;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use chrono::{DateTime, FixedOffset, NaiveDate, TimeZone, Utc};
-use haystack_core::auth::{derive_credentials, server_first_message, server_verify_final, ScramCredentials, ScramHandshake};
+use haystack_core::auth::{
+    derive_credentials, server_first_message, server_verify_final, ScramCredentials, ScramHandshake,
+};
 use haystack_core::codecs::codec_for;
 use haystack_core::data::{HCol, HDict, HGrid};
 use haystack_core::graph::{EntityGraph, SharedGraph};
@@ -54,7 +56,16 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { bind: "127.0.0.1".into(), port: 0, auth: None, scram_iterations: 10_000, his_cap: 0, error_one_in: 0, stall_after: None, token_ttl: None }
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 0,
+            auth: None,
+            scram_iterations: 10_000,
+            his_cap: 0,
+            error_one_in: 0,
+            stall_after: None,
+            token_ttl: None,
+        }
     }
 }
 
@@ -148,10 +159,19 @@ fn about_grid(state: &AppState) -> HGrid {
     row.set("productVersion", Kind::Str(env!("CARGO_PKG_VERSION").into()));
     row.set("vendorName", Kind::Str("scalebench".into()));
     row.set("tz", Kind::Str("UTC".into()));
-    let cols = ["haystackVersion", "serverName", "serverTime", "serverBootTime", "productName", "productVersion", "vendorName", "tz"]
-        .iter()
-        .map(|c| HCol::new(*c))
-        .collect();
+    let cols = [
+        "haystackVersion",
+        "serverName",
+        "serverTime",
+        "serverBootTime",
+        "productName",
+        "productVersion",
+        "vendorName",
+        "tz",
+    ]
+    .iter()
+    .map(|c| HCol::new(*c))
+    .collect();
     HGrid::from_parts(HDict::new(), cols, vec![row])
 }
 
@@ -201,7 +221,9 @@ async fn about(State(state): State<Shared>, headers: HeaderMap) -> Response {
         },
         "HELLO" => {
             let user = p.get("username").and_then(|u| b64url_to_std(u).ok()).and_then(|b| String::from_utf8(b).ok());
-            let Some(user) = user else { return (StatusCode::BAD_REQUEST, "HELLO needs username=<base64url>").into_response() };
+            let Some(user) = user else {
+                return (StatusCode::BAD_REQUEST, "HELLO needs username=<base64url>").into_response();
+            };
             let token = random_token(12);
             let mut hs = auth.handshakes.lock();
             hs.retain(|_, h| match h {
@@ -237,10 +259,14 @@ async fn about(State(state): State<Shared>, headers: HeaderMap) -> Response {
                     if name != user || name != auth.user {
                         return respond(StatusCode::FORBIDDEN, &err_grid("authentication failed"), &headers);
                     }
-                    let (hs, first_std) = server_first_message(&bare[2..bare.find(",r=").unwrap_or(2)], &nonce, &auth.creds);
+                    let (hs, first_std) =
+                        server_first_message(&bare[2..bare.find(",r=").unwrap_or(2)], &nonce, &auth.creds);
                     let first = STANDARD.decode(first_std).expect("core writes base64");
                     auth.handshakes.lock().insert(token.clone(), Handshake::First(hs, Instant::now()));
-                    unauthorized(format!("SCRAM handshakeToken={token}, hash=SHA-256, data={}", URL_SAFE_NO_PAD.encode(first)))
+                    unauthorized(format!(
+                        "SCRAM handshakeToken={token}, hash=SHA-256, data={}",
+                        URL_SAFE_NO_PAD.encode(first)
+                    ))
                 }
                 Some(Handshake::First(hs, _)) => match server_verify_final(&hs, &STANDARD.encode(msg.as_bytes())) {
                     Ok(sig) => {
@@ -249,7 +275,10 @@ async fn about(State(state): State<Shared>, headers: HeaderMap) -> Response {
                         let fin = format!("v={}", STANDARD.encode(sig));
                         (
                             StatusCode::OK,
-                            [("authentication-info", format!("authToken={auth_token}, data={}", URL_SAFE_NO_PAD.encode(fin)))],
+                            [(
+                                "authentication-info",
+                                format!("authToken={auth_token}, data={}", URL_SAFE_NO_PAD.encode(fin)),
+                            )],
                             "",
                         )
                             .into_response()
@@ -334,7 +363,9 @@ async fn read(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> R
     };
     if req.col("filter").is_some() {
         let Some(row) = req.row(0) else { return ok(&err_grid("read: request has no rows"), &headers) };
-        let Some(Kind::Str(filter)) = row.get("filter") else { return ok(&err_grid("read: filter must be a Str"), &headers) };
+        let Some(Kind::Str(filter)) = row.get("filter") else {
+            return ok(&err_grid("read: filter must be a Str"), &headers);
+        };
         let limit = match row.get("limit") {
             Some(Kind::Number(n)) if n.val >= 1.0 => n.val as usize,
             _ => 0,
@@ -389,7 +420,9 @@ async fn commit(State(state): State<Shared>, headers: HeaderMap, body: Bytes) ->
         };
         let r = match mode.as_str() {
             "add" => {
-                let id = id.unwrap_or_else(|| format!("r{:x}-{}", state.booted.timestamp(), state.ids.fetch_add(1, Ordering::Relaxed)));
+                let id = id.unwrap_or_else(|| {
+                    format!("r{:x}-{}", state.booted.timestamp(), state.ids.fetch_add(1, Ordering::Relaxed))
+                });
                 rec.set("id", Kind::Ref(HRef::from_val(id.clone())));
                 state.graph.add(rec).map(|_| id).map_err(|e| format!("commit add: {e}"))
             }
@@ -517,7 +550,12 @@ async fn his_write(State(state): State<Shared>, headers: HeaderMap, body: Bytes)
 
 /// The calibration faults of hisWrite: a stall (never answers) or every
 /// Nth request refused with an error grid, its readings counted by id.
-async fn injected_fault(state: &Shared, req: &HGrid, cols: &[(String, String)], headers: &HeaderMap) -> Option<Response> {
+async fn injected_fault(
+    state: &Shared,
+    req: &HGrid,
+    cols: &[(String, String)],
+    headers: &HeaderMap,
+) -> Option<Response> {
     let n = state.faults.his_writes.fetch_add(1, Ordering::Relaxed) + 1;
     if state.stall_after.is_some_and(|d| state.started.elapsed() >= d) {
         state.faults.stalled_requests.fetch_add(1, Ordering::Relaxed);
@@ -535,7 +573,10 @@ async fn injected_fault(state: &Shared, req: &HGrid, cols: &[(String, String)], 
             }
         }
     }
-    Some(ok(&err_grid(format!("injected fault: hisWrite request {n} refused (--error-one-in {})", state.error_one_in)), headers))
+    Some(ok(
+        &err_grid(format!("injected fault: hisWrite request {n} refused (--error-one-in {})", state.error_one_in)),
+        headers,
+    ))
 }
 
 /// `GET /test/faults`: what the calibration faults did, as JSON (not Haystack).
@@ -757,7 +798,9 @@ use anyhow::Context as _;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(about = "A small Haystack server for tests: about, read, commit, hisWrite, hisRead; SCRAM-SHA-256 or no auth. Not Haxall.")]
+#[command(
+    about = "A small Haystack server for tests: about, read, commit, hisWrite, hisRead; SCRAM-SHA-256 or no auth. Not Haxall."
+)]
 pub struct Args {
     /// Port to listen on (0: any free port; the ready file says which).
     #[arg(long, default_value_t = 8080)]
@@ -821,9 +864,13 @@ async fn serve(a: Args) -> anyhow::Result<()> {
     };
     let with_auth = cfg.auth.is_some();
     let (addr, handle) = crate::spawn(cfg).await?;
-    eprintln!("haystack-testserver listening on http://{addr}/api/ ({})", if with_auth { "SCRAM-SHA-256" } else { "no auth" });
+    eprintln!(
+        "haystack-testserver listening on http://{addr}/api/ ({})",
+        if with_auth { "SCRAM-SHA-256" } else { "no auth" }
+    );
     if let Some(p) = &a.ready_file {
-        std::fs::write(p, format!("port={}\n", addr.port())).with_context(|| format!("writing --ready-file {}", p.display()))?;
+        std::fs::write(p, format!("port={}\n", addr.port()))
+            .with_context(|| format!("writing --ready-file {}", p.display()))?;
     }
     tokio::select! {
         _ = handle => {}

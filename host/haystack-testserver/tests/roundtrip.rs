@@ -18,7 +18,8 @@ struct Resp {
 
 fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -31,12 +32,14 @@ fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], bo
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let headers =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     Resp { status, headers, body: raw[split + 4..].to_vec() }
 }
 
 fn start(auth: Option<(&str, &str)>) -> SocketAddr {
-    let cfg = Config { auth: auth.map(|(u, p)| (u.to_string(), p.to_string())), scram_iterations: 4096, ..Config::default() };
+    let cfg =
+        Config { auth: auth.map(|(u, p)| (u.to_string(), p.to_string())), scram_iterations: 4096, ..Config::default() };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -143,7 +146,8 @@ fn round_trip(addr: SocketAddr, token: Option<String>, batch: u32) {
     let r = post("/api/hisRead", b"ver:\"3.0\"\nid,range\n@nope,\"today\"\n", "text/zinc");
     assert_eq!(r.status, 200);
     assert!(haxall::zinc::error_grid(&String::from_utf8_lossy(&r.body)).unwrap().contains("unknown rec"));
-    let r = post("/api/hisWrite", b"ver:\"3.0\" id:@sb.s0.e0.temp-0\nts,val\n2024-05-01T12:00:00Z UTC,1kW\n", "text/zinc");
+    let r =
+        post("/api/hisWrite", b"ver:\"3.0\" id:@sb.s0.e0.temp-0\nts,val\n2024-05-01T12:00:00Z UTC,1kW\n", "text/zinc");
     assert!(haxall::zinc::error_grid(&String::from_utf8_lossy(&r.body)).unwrap().contains("unit"));
 }
 
@@ -223,7 +227,11 @@ fn his_read_scale() {
             // one request per point: time 10,000 and scale
             let t = Instant::now();
             for id in &ids[..10_000] {
-                let r = post("/api/hisRead", his_read_request(std::slice::from_ref(id), &range).as_bytes(), "application/json");
+                let r = post(
+                    "/api/hisRead",
+                    his_read_request(std::slice::from_ref(id), &range).as_bytes(),
+                    "application/json",
+                );
                 his_read_answer(&r.body, |_, _| ()).unwrap();
             }
             eprintln!("hisRead batch=1: 10000 points in {:?} (x{} for all)", t.elapsed(), n / 10_000);

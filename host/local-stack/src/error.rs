@@ -43,27 +43,14 @@ pub enum StackError {
          last lines of {log}:\n{tail}\n\
          hint: read {log}; a slow machine may need a longer ready timeout"
     )]
-    NotReady {
-        service: Service,
-        port: u16,
-        waited: Duration,
-        last_error: String,
-        log: PathBuf,
-        tail: String,
-    },
+    NotReady { service: Service, port: u16, waited: Duration, last_error: String, log: PathBuf, tail: String },
 
     #[error(
         "{service} exited while {phase} ({status})\n\
          last lines of {log}:\n{tail}\n\
          hint: read {log}"
     )]
-    Exited {
-        service: Service,
-        phase: String,
-        status: String,
-        log: PathBuf,
-        tail: String,
-    },
+    Exited { service: Service, phase: String, status: String, log: PathBuf, tail: String },
 
     #[error("postgres: {context}: {source}\nhint: {hint}")]
     Postgres {

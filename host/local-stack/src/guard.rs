@@ -9,9 +9,8 @@ use crate::{Service, StackError};
 
 /// Default ports of live systems (MQTT, Baler's services, PostgreSQL,
 /// Jaeger/OTLP, HTTP, BACnet, NATS). The stack refuses to use any of them.
-pub const LIVE_DEFAULT_PORTS: &[u16] = &[
-    1883, 8883, 7878, 5432, 5433, 16686, 4318, 3033, 8080, 8888, 8011, 47808, 47900, 4222, 8222, 6222,
-];
+pub const LIVE_DEFAULT_PORTS: &[u16] =
+    &[1883, 8883, 7878, 5432, 5433, 16686, 4318, 3033, 8080, 8888, 8011, 47808, 47900, 4222, 8222, 6222];
 
 /// The port range kept for scalebench's own stacks.
 pub const OWN_PORT_RANGE: std::ops::RangeInclusive<u16> = 20000..=29999;
@@ -66,9 +65,9 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// auto`). Free at the time of the check only; the start-up guard checks again.
 pub fn pick_free_ports(n: usize) -> Result<Vec<u16>, StackError> {
     let span = (*OWN_PORT_RANGE.end() - *OWN_PORT_RANGE.start()) as u32 + 1;
-    let seed = std::process::id()
-        .wrapping_mul(7919)
-        .wrapping_add(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0));
+    let seed = std::process::id().wrapping_mul(7919).wrapping_add(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0),
+    );
     let mut out = Vec::with_capacity(n);
     for _ in 0..2000 {
         if out.len() == n {

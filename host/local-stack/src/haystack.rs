@@ -47,11 +47,23 @@ impl HaystackServer {
     pub fn start(opts: HaystackOptions) -> Result<HaystackServer, StackError> {
         let port = (opts.base_port.max(20000)..=29999)
             .find(|p| !guard::is_live_default(*p) && guard::port_free(*p).is_ok())
-            .ok_or_else(|| StackError::InvalidOptions { problem: "no free port in 2xxxx for the Haystack server".into(), hint: "pass another --base-port".into() })?;
+            .ok_or_else(|| StackError::InvalidOptions {
+                problem: "no free port in 2xxxx for the Haystack server".into(),
+                hint: "pass another --base-port".into(),
+            })?;
         guard::check_port(PROC_TAG, port)?;
         let dir = opts.run_dir.join("haystack");
-        std::fs::create_dir_all(&dir).map_err(|e| StackError::io(format!("cannot create {}", dir.display()), e, "choose a writable run directory"))?;
-        let mut s = HaystackServer { log: dir.join("haystack.log"), ready_file: dir.join("ready"), opts, port, proc: None, tracker: Tracker::new(NAME) };
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            StackError::io(format!("cannot create {}", dir.display()), e, "choose a writable run directory")
+        })?;
+        let mut s = HaystackServer {
+            log: dir.join("haystack.log"),
+            ready_file: dir.join("ready"),
+            opts,
+            port,
+            proc: None,
+            tracker: Tracker::new(NAME),
+        };
         s.spawn_and_wait()?;
         Ok(s)
     }
@@ -59,7 +71,10 @@ impl HaystackServer {
     fn spawn_and_wait(&mut self) -> Result<(), StackError> {
         let _ = std::fs::remove_file(&self.ready_file);
         let mut cmd = Command::new(&self.opts.program);
-        cmd.args(&self.opts.leading_args).args(["--bind", "127.0.0.1", "--port", &self.port.to_string()]).arg("--ready-file").arg(&self.ready_file);
+        cmd.args(&self.opts.leading_args)
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--ready-file")
+            .arg(&self.ready_file);
         if let Some((user, file)) = &self.opts.auth {
             cmd.args(["--user", user]).arg("--password-file").arg(file);
         }
@@ -72,7 +87,11 @@ impl HaystackServer {
             if let Some(status) = self.proc.as_mut().and_then(|p| p.exit_status()) {
                 return Err(StackError::io(
                     format!("the Haystack server exited while starting ({status})"),
-                    std::io::Error::other(format!("last lines of {}:\n{}", self.log.display(), log_tail(&self.log, 20))),
+                    std::io::Error::other(format!(
+                        "last lines of {}:\n{}",
+                        self.log.display(),
+                        log_tail(&self.log, 20)
+                    )),
                     format!("read {}", self.log.display()),
                 ));
             }
@@ -140,8 +159,13 @@ impl HaystackServer {
             problem: "the Haystack server is not running".into(),
             hint: "wait for the supervisor to bring it back".into(),
         })?;
-        process::signal_service(pid, signal)
-            .map_err(|e| StackError::io(format!("cannot send signal {signal} to the Haystack server (pid {pid})"), e, "run as the user that started it"))
+        process::signal_service(pid, signal).map_err(|e| {
+            StackError::io(
+                format!("cannot send signal {signal} to the Haystack server (pid {pid})"),
+                e,
+                "run as the user that started it",
+            )
+        })
     }
 
     pub fn stop(mut self) {

@@ -240,13 +240,17 @@ impl StackOptions {
     fn validate(&self) -> Result<(), StackError> {
         if self.historian.drop_one_in == Some(0) || self.historian.drop_one_in == Some(1) {
             return Err(StackError::InvalidOptions {
-                problem: "drop_one_in must be at least 2 (1 would drop every reading, including the readiness check)".into(),
+                problem: "drop_one_in must be at least 2 (1 would drop every reading, including the readiness check)"
+                    .into(),
                 hint: "use --drop-one-in 2 or more, or leave it off".into(),
             });
         }
         if self.max_inflight_messages > 65_535 {
             return Err(StackError::InvalidOptions {
-                problem: format!("max_inflight_messages {} is above mosquitto's limit of 65535", self.max_inflight_messages),
+                problem: format!(
+                    "max_inflight_messages {} is above mosquitto's limit of 65535",
+                    self.max_inflight_messages
+                ),
                 hint: "use 65535 or less (50000 is the default)".into(),
             });
         }
@@ -342,7 +346,12 @@ impl LocalStack {
     }
 
     async fn start_all(&mut self) -> Result<(), StackError> {
-        for d in [&self.paths.run_dir, &self.paths.logs, &self.paths.mosquitto_dir.join("data"), &self.paths.run_dir.join("historian")] {
+        for d in [
+            &self.paths.run_dir,
+            &self.paths.logs,
+            &self.paths.mosquitto_dir.join("data"),
+            &self.paths.run_dir.join("historian"),
+        ] {
             std::fs::create_dir_all(d).map_err(|e| {
                 StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory")
             })?;
@@ -376,15 +385,21 @@ impl LocalStack {
         if let Some(r) = run_as {
             make_traversable(&p.run_dir)?;
             for d in [&p.pg_dir, &p.pg_sock] {
-                std::fs::create_dir_all(d)
-                    .map_err(|e| StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory"))?;
+                std::fs::create_dir_all(d).map_err(|e| {
+                    StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory")
+                })?;
                 std::os::unix::fs::chown(d, Some(r.uid), Some(r.gid)).map_err(|e| {
-                    StackError::io(format!("cannot chown {} to postgres", d.display()), e, "run as root or as a user that may run postgres")
+                    StackError::io(
+                        format!("cannot chown {} to postgres", d.display()),
+                        e,
+                        "run as root or as a user that may run postgres",
+                    )
                 })?;
             }
         } else {
-            std::fs::create_dir_all(&p.pg_sock)
-                .map_err(|e| StackError::io(format!("cannot create {}", p.pg_sock.display()), e, "choose a writable run directory"))?;
+            std::fs::create_dir_all(&p.pg_sock).map_err(|e| {
+                StackError::io(format!("cannot create {}", p.pg_sock.display()), e, "choose a writable run directory")
+            })?;
         }
 
         if !p.pg_data.join("PG_VERSION").exists() {
@@ -437,7 +452,8 @@ impl LocalStack {
         let admin = format!("host={HOST} port={} user=postgres dbname=postgres connect_timeout=2", self.opts.pg_port);
         let client = self
             .wait_ready(Service::Postgres, self.opts.pg_port, || async {
-                let (c, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
+                let (c, conn) =
+                    tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
                 tokio::spawn(conn);
                 c.simple_query("SELECT 1").await.map_err(|e| e.to_string())?;
                 Ok(c)
@@ -449,7 +465,10 @@ impl LocalStack {
             .map_err(|e| pg_err("look up database scalebench", e))?
             .is_some();
         if !exists {
-            client.batch_execute("CREATE DATABASE scalebench").await.map_err(|e| pg_err("create database scalebench", e))?;
+            client
+                .batch_execute("CREATE DATABASE scalebench")
+                .await
+                .map_err(|e| pg_err("create database scalebench", e))?;
         }
         Ok(())
     }
@@ -612,7 +631,8 @@ impl LocalStack {
         let point = format!("_stack/ready/{nonce}");
         let topic = "fbf/scale/_stack/ready";
         let hist_log = self.paths.log(Service::Historian);
-        let fail = |detail: String| StackError::ReadingCheck { detail, tail: log_tail(&hist_log, 20), log: hist_log.clone() };
+        let fail =
+            |detail: String| StackError::ReadingCheck { detail, tail: log_tail(&hist_log, 20), log: hist_log.clone() };
 
         let pg = self.connect_pg().await?;
         let mut mqtt_opts = rumqttc::MqttOptions::new(format!("scalebench-check-{nonce}"), HOST, self.opts.mqtt_port);
@@ -674,7 +694,9 @@ impl LocalStack {
             // Let re-published copies land before deleting, so none re-creates the row.
             tokio::time::sleep(Duration::from_millis(1000) + delay).await;
         }
-        pg.execute("DELETE FROM point_history WHERE point = $1", &[&point]).await.map_err(|e| pg_err("delete the check row", e))?;
+        pg.execute("DELETE FROM point_history WHERE point = $1", &[&point])
+            .await
+            .map_err(|e| pg_err("delete the check row", e))?;
         // Let the stats file (rewritten every second) show the check reading,
         // so that counters read right after start() are a settled baseline.
         let settle = Instant::now() + Duration::from_secs(3);
@@ -743,7 +765,8 @@ impl LocalStack {
     /// The historian's counters (its stats file, rewritten every second).
     pub fn historian_stats(&self) -> Result<HistorianStats, StackError> {
         let path = &self.paths.stats_file;
-        let text = std::fs::read_to_string(path).map_err(|e| StackError::Stats { path: path.clone(), problem: e.to_string() })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| StackError::Stats { path: path.clone(), problem: e.to_string() })?;
         serde_json::from_str(&text).map_err(|e| StackError::Stats { path: path.clone(), problem: e.to_string() })
     }
 
@@ -799,7 +822,11 @@ impl LocalStack {
             hint: "it was stopped on purpose or has not come back yet; call supervise() to bring it back".into(),
         })?;
         process::signal_service(pid, signal).map_err(|e| {
-            StackError::io(format!("cannot send signal {signal} to {service} (pid {pid})"), e, "run the harness as the user that started the stack")
+            StackError::io(
+                format!("cannot send signal {signal} to {service} (pid {pid})"),
+                e,
+                "run the harness as the user that started the stack",
+            )
         })
     }
 
@@ -912,7 +939,9 @@ impl LocalStack {
         loop {
             match guard::port_free(port) {
                 Ok(()) => return Ok(()),
-                Err(detail) if Instant::now() >= deadline => return Err(StackError::PortTaken { service, port, detail }),
+                Err(detail) if Instant::now() >= deadline => {
+                    return Err(StackError::PortTaken { service, port, detail })
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
@@ -1017,12 +1046,17 @@ fn make_traversable(dir: &Path) -> Result<(), StackError> {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011))
             .map_err(|e| StackError::io(format!("cannot chmod o+x {}", dir.display()), e, hint))?;
     }
-    let abs = std::fs::canonicalize(dir).map_err(|e| StackError::io(format!("cannot resolve {}", dir.display()), e, hint))?;
+    let abs =
+        std::fs::canonicalize(dir).map_err(|e| StackError::io(format!("cannot resolve {}", dir.display()), e, hint))?;
     for anc in abs.ancestors().skip(1) {
         if let Ok(m) = std::fs::metadata(anc) {
             if m.permissions().mode() & 0o001 == 0 {
                 return Err(StackError::InvalidOptions {
-                    problem: format!("the postgres user cannot reach {} ({} is not searchable by others)", dir.display(), anc.display()),
+                    problem: format!(
+                        "the postgres user cannot reach {} ({} is not searchable by others)",
+                        dir.display(),
+                        anc.display()
+                    ),
                     hint: hint.into(),
                 });
             }
@@ -1071,8 +1105,13 @@ fn pg_bin_dir(given: Option<&Path>) -> Result<PathBuf, StackError> {
     candidates.iter().find(|d| d.join("initdb").is_file() && d.join("postgres").is_file()).cloned().ok_or_else(|| {
         StackError::NotFound {
             what: "PostgreSQL server binaries (initdb, postgres)".into(),
-            looked: if candidates.is_empty() { "/usr/lib/postgresql/*/bin, PATH".into() } else { candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") },
-            hint: "install them: apt-get install postgresql (server binaries land in /usr/lib/postgresql/<v>/bin)".into(),
+            looked: if candidates.is_empty() {
+                "/usr/lib/postgresql/*/bin, PATH".into()
+            } else {
+                candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            },
+            hint: "install them: apt-get install postgresql (server binaries land in /usr/lib/postgresql/<v>/bin)"
+                .into(),
         }
     })
 }

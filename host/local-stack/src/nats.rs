@@ -134,9 +134,14 @@ impl NatsOptions {
                 hint: "give the NATS cluster a directory of its own, e.g. under /var/tmp".into(),
             });
         }
-        if self.cluster_name.is_empty() || !self.cluster_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if self.cluster_name.is_empty()
+            || !self.cluster_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             return Err(StackError::InvalidOptions {
-                problem: format!("cluster name {:?} is empty or has characters other than letters, digits, - and _", self.cluster_name),
+                problem: format!(
+                    "cluster name {:?} is empty or has characters other than letters, digits, - and _",
+                    self.cluster_name
+                ),
                 hint: "use a plain name such as scalebench".into(),
             });
         }
@@ -225,14 +230,16 @@ impl NatsCluster {
             })
             .collect();
         for d in std::iter::once(&logs).chain(nodes.iter().map(|n| &n.dir)) {
-            std::fs::create_dir_all(d)
-                .map_err(|e| StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory"))?;
+            std::fs::create_dir_all(d).map_err(|e| {
+                StackError::io(format!("cannot create {}", d.display()), e, "choose a writable run directory")
+            })?;
         }
         let routes: Vec<u16> = ports.iter().map(|p| p.cluster).collect();
         for n in &nodes {
             let conf = node_config(&opts, n, &routes);
-            std::fs::write(&n.conf, conf)
-                .map_err(|e| StackError::io(format!("cannot write {}", n.conf.display()), e, "choose a writable run directory"))?;
+            std::fs::write(&n.conf, conf).map_err(|e| {
+                StackError::io(format!("cannot write {}", n.conf.display()), e, "choose a writable run directory")
+            })?;
         }
 
         let mut cluster = NatsCluster { opts, bin, nodes };
@@ -281,7 +288,11 @@ impl NatsCluster {
             if let Some(status) = node.proc.as_mut().and_then(|p| p.exit_status()) {
                 return Err(StackError::io(
                     format!("{} exited while starting ({status})", node.describe()),
-                    std::io::Error::other(format!("last lines of {}:\n{}", node.log.display(), log_tail(&node.log, 20))),
+                    std::io::Error::other(format!(
+                        "last lines of {}:\n{}",
+                        node.log.display(),
+                        log_tail(&node.log, 20)
+                    )),
                     format!("read {}; nats-server -c {} -t checks the config", node.log.display(), node.conf.display()),
                 ));
             }
@@ -295,7 +306,11 @@ impl NatsCluster {
                     format!("{} was not ready within {:?}", node.describe(), started.elapsed()),
                     std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
-                        format!("last check: {last}\nlast lines of {}:\n{}", node.log.display(), log_tail(&node.log, 20)),
+                        format!(
+                            "last check: {last}\nlast lines of {}:\n{}",
+                            node.log.display(),
+                            log_tail(&node.log, 20)
+                        ),
                     ),
                     format!(
                         "read {}; a loaded machine may need a longer ready_timeout (now {:?})",
@@ -311,7 +326,11 @@ impl NatsCluster {
     fn node_index(&self, i: usize) -> Result<(), StackError> {
         if i >= self.nodes.len() {
             return Err(StackError::InvalidOptions {
-                problem: format!("there is no NATS node {i} (the cluster has {} nodes, 0..{})", self.nodes.len(), self.nodes.len()),
+                problem: format!(
+                    "there is no NATS node {i} (the cluster has {} nodes, 0..{})",
+                    self.nodes.len(),
+                    self.nodes.len()
+                ),
                 hint: "use a node index below the node count".into(),
             });
         }
@@ -400,7 +419,11 @@ impl NatsCluster {
         self.node_index(i)?;
         let n = &self.nodes[i];
         let (status, body) = http_get(n.ports.monitor, path).map_err(|e| {
-            StackError::io(format!("GET {path} from {}", n.describe()), std::io::Error::other(e), "is the node running? see its log")
+            StackError::io(
+                format!("GET {path} from {}", n.describe()),
+                std::io::Error::other(e),
+                "is the node running? see its log",
+            )
         })?;
         if status != 200 {
             return Err(StackError::io(
@@ -410,7 +433,11 @@ impl NatsCluster {
             ));
         }
         serde_json::from_str(&body).map_err(|e| {
-            StackError::io(format!("GET {path} from {}: body is not JSON", n.describe()), std::io::Error::other(e), "see the node's log")
+            StackError::io(
+                format!("GET {path} from {}: body is not JSON", n.describe()),
+                std::io::Error::other(e),
+                "see the node's log",
+            )
         })
     }
 
@@ -482,7 +509,11 @@ impl NatsCluster {
             hint: "call supervise() to bring it back, or restart_node()".into(),
         })?;
         process::signal_service(pid, signal).map_err(|e| {
-            StackError::io(format!("cannot send signal {signal} to {} (pid {pid})", n.describe()), e, "run the harness as the user that started the cluster")
+            StackError::io(
+                format!("cannot send signal {signal} to {} (pid {pid})", n.describe()),
+                e,
+                "run the harness as the user that started the cluster",
+            )
         })
     }
 
@@ -730,10 +761,12 @@ fn node_ready(monitor: u16, clustered: bool, want_routes: usize) -> Result<(), S
 /// answer). Returns (status, body).
 fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(1)).map_err(|e| format!("connect {HOST}:{port}: {e}"))?;
+    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(1))
+        .map_err(|e| format!("connect {HOST}:{port}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(3))).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(Duration::from_secs(3))).map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n").map_err(|e| format!("send request: {e}"))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("send request: {e}"))?;
     let mut buf = Vec::new();
     s.take(16 << 20).read_to_end(&mut buf).map_err(|e| format!("read answer from {HOST}:{port}: {e}"))?;
     let text = String::from_utf8_lossy(&buf);
@@ -767,7 +800,10 @@ mod tests {
         assert!(c.contains("listen: \"127.0.0.1:21001\""), "{c}");
         assert!(c.contains("http: \"127.0.0.1:21003\""), "{c}");
         assert!(c.contains("store_dir: \"/tmp/x/nats/n1/js\""), "{c}");
-        assert!(c.contains("routes: [\"nats://127.0.0.1:21002\", \"nats://127.0.0.1:22002\", \"nats://127.0.0.1:23002\"]"), "{c}");
+        assert!(
+            c.contains("routes: [\"nats://127.0.0.1:21002\", \"nats://127.0.0.1:22002\", \"nats://127.0.0.1:23002\"]"),
+            "{c}"
+        );
         let single = node_config(&opts, &n, &[21002]);
         assert!(!single.contains("cluster"), "{single}");
     }

@@ -27,16 +27,23 @@ pub(crate) struct RunAs {
 }
 
 pub(crate) fn open_log(path: &Path) -> Result<File, StackError> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| StackError::io(format!("cannot open log file {}", path.display()), e, "check that the run directory is writable"))
+    std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| {
+        StackError::io(
+            format!("cannot open log file {}", path.display()),
+            e,
+            "check that the run directory is writable",
+        )
+    })
 }
 
 /// Spawn `cmd` with stdout and stderr appended to `log`, in a new process
 /// group, killed by the kernel if the spawning thread dies.
-pub(crate) fn spawn(service: Service, mut cmd: Command, log: &Path, run_as: Option<RunAs>) -> Result<ServiceProc, StackError> {
+pub(crate) fn spawn(
+    service: Service,
+    mut cmd: Command,
+    log: &Path,
+    run_as: Option<RunAs>,
+) -> Result<ServiceProc, StackError> {
     let out = open_log(log)?;
     let err = out
         .try_clone()
@@ -144,8 +151,11 @@ impl ServiceProc {
             }
         }
         let leftovers = |family: &[(u32, u64)]| -> Vec<(u32, u64)> {
-            let mut v: Vec<(u32, u64)> =
-                family.iter().copied().filter(|&(pid, start)| start_time(pid) == Some(start) && !is_zombie(pid)).collect();
+            let mut v: Vec<(u32, u64)> = family
+                .iter()
+                .copied()
+                .filter(|&(pid, start)| start_time(pid) == Some(start) && !is_zombie(pid))
+                .collect();
             v.extend(group_members(self.pid()).filter_map(|p| Some((p, start_time(p)?))));
             v
         };
@@ -191,7 +201,11 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 fn all_pids() -> impl Iterator<Item = u32> {
-    std::fs::read_dir("/proc").ok().into_iter().flatten().filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    std::fs::read_dir("/proc")
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
 }
 
 impl Drop for ServiceProc {

@@ -37,7 +37,21 @@ impl Sub {
     /// Subscribe to `topic` at QoS 1; exit after one message or `wait_s` seconds idle.
     fn start(port: u16, topic: &str, wait_s: u32) -> Sub {
         let child = Command::new("mosquitto_sub")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-v", "-C", "1", "-W", &wait_s.to_string(), "-t", topic])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-q",
+                "1",
+                "-v",
+                "-C",
+                "1",
+                "-W",
+                &wait_s.to_string(),
+                "-t",
+                topic,
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -120,7 +134,9 @@ async fn acl_denies_scalegen_publishes_and_keeps_sys_readable() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let count = |p: &'static str| {
         let c = &c;
-        async move { c.query_one("SELECT count(*) FROM point_history WHERE point = $1", &[&p]).await.unwrap().get::<_, i64>(0) }
+        async move {
+            c.query_one("SELECT count(*) FROM point_history WHERE point = $1", &[&p]).await.unwrap().get::<_, i64>(0)
+        }
     };
     while count("acltest/allowed").await == 0 {
         assert!(Instant::now() < deadline, "the anonymous reading never reached point_history");

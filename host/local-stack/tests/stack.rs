@@ -76,7 +76,10 @@ async fn acked_readings_survive_historian_sigkill() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     stack.restart_historian().await.expect("restart");
     let acked = publisher.await.expect("publisher");
-    assert!(stored_before_kill > 0 && (stored_before_kill as u64) < N, "kill must land mid-flow ({stored_before_kill})");
+    assert!(
+        stored_before_kill > 0 && (stored_before_kill as u64) < N,
+        "kill must land mid-flow ({stored_before_kill})"
+    );
     assert_eq!(acked.len() as u64, N, "the broker should ack every publish");
 
     // Wait (bounded) until every acked reading is stored.
@@ -93,7 +96,12 @@ async fn acked_readings_survive_historian_sigkill() {
     let set: HashSet<u64> = ids.iter().copied().collect();
     assert_eq!(set.len(), ids.len(), "a reading is stored more than once");
     let missing: Vec<u64> = acked.iter().filter(|id| !set.contains(id)).copied().take(10).collect();
-    assert!(missing.is_empty(), "acked but not stored (first 10): {missing:?}; stored {} of {}", set.len(), acked.len());
+    assert!(
+        missing.is_empty(),
+        "acked but not stored (first 10): {missing:?}; stored {} of {}",
+        set.len(),
+        acked.len()
+    );
     assert!(set.iter().all(|id| *id < N));
     let stats = stack.historian_stats().unwrap();
     eprintln!("crash test: stored before kill {stored_before_kill}, after restart {stats:?}");

@@ -36,7 +36,10 @@ async fn clean_stack_reports_nothing_and_supervision_is_cheap() {
     let per_call = t0.elapsed() / 200;
     assert!(per_call < Duration::from_millis(2), "supervise() with nothing to do took {per_call:?} per call");
     let health = stack.health();
-    assert_eq!(health.iter().map(|h| h.service.as_str()).collect::<Vec<_>>(), ["postgres", "mosquitto", "reference-historian"]);
+    assert_eq!(
+        health.iter().map(|h| h.service.as_str()).collect::<Vec<_>>(),
+        ["postgres", "mosquitto", "reference-historian"]
+    );
     for h in &health {
         assert!(h.running && h.pid.is_some_and(pid_alive), "{h:?}");
         assert_eq!((h.restarts, h.exits.len()), (0, 0), "{h:?}");

@@ -66,9 +66,9 @@ impl Cache {
                 // engine with the same compatibility hash (it is in the name),
                 // into a directory only this tool writes; wasmtime checks the
                 // header and refuses a mismatch.
-                let loaded = std::fs::read(&path).map_err(anyhow::Error::from).and_then(|b| unsafe {
-                    Component::deserialize(engine, &b).map_err(|e| anyhow::anyhow!("{e}"))
-                });
+                let loaded = std::fs::read(&path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|b| unsafe { Component::deserialize(engine, &b).map_err(|e| anyhow::anyhow!("{e}")) });
                 match loaded {
                     Ok(c) => return Ok((c, Source::Cache)),
                     Err(_) => {

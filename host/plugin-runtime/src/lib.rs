@@ -25,6 +25,4 @@ pub use error::PluginError;
 pub use host::{HostServices, NoServices};
 pub use runtime::{Limits, Plugin, Runtime};
 pub use validate::{World, CONTRACT_VERSION};
-pub use worlds::{
-    adapter_types, history_types, probe_types, ProbeSet, TargetAdapter, ValueModel, POINTS_PER_CALL,
-};
+pub use worlds::{adapter_types, history_types, probe_types, ProbeSet, TargetAdapter, ValueModel, POINTS_PER_CALL};

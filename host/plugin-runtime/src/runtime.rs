@@ -86,10 +86,9 @@ fn add_wasi_shims(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
     cli::terminal_stdin::add_to_linker::<StoreState, WasiCli>(linker, StoreState::cli)?;
     cli::terminal_stdout::add_to_linker::<StoreState, WasiCli>(linker, StoreState::cli)?;
     cli::terminal_stderr::add_to_linker::<StoreState, WasiCli>(linker, StoreState::cli)?;
-    wasmtime_wasi::p2::bindings::sync::io::error::add_to_linker::<StoreState, HasSelf<ResourceTable>>(
-        linker,
-        |s| &mut s.table,
-    )?;
+    wasmtime_wasi::p2::bindings::sync::io::error::add_to_linker::<StoreState, HasSelf<ResourceTable>>(linker, |s| {
+        &mut s.table
+    })?;
     io::poll::add_to_linker::<StoreState, HasSelf<ResourceTable>>(linker, |s| &mut s.table)?;
     io::streams::add_to_linker::<StoreState, HasSelf<ResourceTable>>(linker, |s| &mut s.table)?;
     Ok(())

@@ -112,11 +112,7 @@ fn supported(version: Option<&str>) -> bool {
 }
 
 /// Find the world from the export names and check the imports against it.
-pub fn check_world(
-    plugin: &str,
-    exports: &[String],
-    imports: &[String],
-) -> Result<World, PluginError> {
+pub fn check_world(plugin: &str, exports: &[String], imports: &[String]) -> Result<World, PluginError> {
     let mut found: Vec<(World, String)> = Vec::new();
     let mut other_versions = Vec::new();
     for name in exports {
@@ -169,9 +165,7 @@ pub fn check_world(
         }
     }
     if !refused.is_empty() {
-        let why = if world == World::ValueModel
-            && refused.iter().any(|n| n.starts_with(PACKAGE))
-        {
+        let why = if world == World::ValueModel && refused.iter().any(|n| n.starts_with(PACKAGE)) {
             "a value model is a pure function of (seed, tag, sample): it may import only logging".to_string()
         } else {
             let mut kinds = Vec::new();
@@ -219,14 +213,14 @@ mod tests {
 
     #[test]
     fn refuses_filesystem_and_io_for_models() {
-        let e = check_world(
-            "m.wasm",
-            &s(&["scalebench:plugin/value-model@0.1.0"]),
-            &s(&["wasi:filesystem/types@0.2.6"]),
-        )
-        .unwrap_err();
+        let e =
+            check_world("m.wasm", &s(&["scalebench:plugin/value-model@0.1.0"]), &s(&["wasi:filesystem/types@0.2.6"]))
+                .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("m.wasm") && msg.contains("wasi:filesystem/types@0.2.6") && msg.contains("filesystem"), "{msg}");
+        assert!(
+            msg.contains("m.wasm") && msg.contains("wasi:filesystem/types@0.2.6") && msg.contains("filesystem"),
+            "{msg}"
+        );
         let e = check_world(
             "m.wasm",
             &s(&["scalebench:plugin/value-model@0.1.0"]),

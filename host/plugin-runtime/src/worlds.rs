@@ -10,7 +10,7 @@ use wasmtime::Store;
 use crate::bindings::{adapter, history, http_ingest, model, probe, probe_answer};
 use crate::host::{HostServices, StoreState};
 use crate::runtime::{classify, Limits, Plugin, Runtime};
-use crate::types::{PluginInfo, PluginKind, Readings, Stat, TagInfo, Window, PerSecond};
+use crate::types::{PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window};
 use crate::validate::{World, CONTRACT_VERSION};
 use crate::PluginError;
 
@@ -86,7 +86,11 @@ fn expect_world(plugin: &Plugin, world: World) -> Result<(), PluginError> {
 
 fn check_info(plugin: &Plugin, info: &PluginInfo, kind: PluginKind) -> Result<(), PluginError> {
     if !info.abi.starts_with("0.1.") {
-        return Err(PluginError::Abi { plugin: plugin.name.clone(), found: info.abi.clone(), supported: CONTRACT_VERSION.into() });
+        return Err(PluginError::Abi {
+            plugin: plugin.name.clone(),
+            found: info.abi.clone(),
+            supported: CONTRACT_VERSION.into(),
+        });
     }
     if info.kind != kind {
         return Err(PluginError::UnknownWorld {
@@ -119,7 +123,14 @@ impl ValueModel {
             Ok(b) => b,
             Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
         };
-        let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
+        let mut g = Guarded {
+            name: plugin.name.clone(),
+            store,
+            bindings,
+            limits: rt.limits,
+            ticks: rt.ticks(),
+            poisoned: false,
+        };
         let info = g.call("info", |b, s| b.scalebench_plugin_value_model().call_info(s))?;
         check_info(plugin, &info, PluginKind::ValueModel)?;
         Ok(ValueModel { g, info })
@@ -187,7 +198,11 @@ struct ProbeBindings {
 }
 
 impl ProbeSet {
-    pub fn instantiate(rt: &Runtime, plugin: &Plugin, services: Arc<dyn HostServices>) -> Result<ProbeSet, PluginError> {
+    pub fn instantiate(
+        rt: &Runtime,
+        plugin: &Plugin,
+        services: Arc<dyn HostServices>,
+    ) -> Result<ProbeSet, PluginError> {
         expect_world(plugin, World::ProbeSet)?;
         let mut store = rt.new_store(plugin, services);
         store.set_epoch_deadline(rt.ticks());
@@ -208,7 +223,14 @@ impl ProbeSet {
             },
         };
         let bindings = ProbeBindings { main, answer };
-        let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
+        let mut g = Guarded {
+            name: plugin.name.clone(),
+            store,
+            bindings,
+            limits: rt.limits,
+            ticks: rt.ticks(),
+            poisoned: false,
+        };
         let info = g.call("info", |b, s| b.main.scalebench_plugin_probe_set().call_info(s))?;
         check_info(plugin, &info, PluginKind::ProbeSet)?;
         Ok(ProbeSet { g, info })
@@ -229,7 +251,11 @@ impl ProbeSet {
     }
 
     /// Ok(Err(reason)) when the plugin judges the response invalid.
-    pub fn check(&mut self, name: &str, response: &probe_types::ProbeResponse) -> Result<Result<(), String>, PluginError> {
+    pub fn check(
+        &mut self,
+        name: &str,
+        response: &probe_types::ProbeResponse,
+    ) -> Result<Result<(), String>, PluginError> {
         self.g.call("check", |b, s| b.main.scalebench_plugin_probe_set().call_check(s, name, response))
     }
 
@@ -240,11 +266,17 @@ impl ProbeSet {
 
     /// Readings or records the HTTP answer to `name` holds, as the probe set
     /// counts them; Ok(None) when it cannot tell or has no `probe-answer`.
-    pub fn answer_size(&mut self, name: &str, response: &crate::types::HttpResponse) -> Result<Option<u64>, PluginError> {
+    pub fn answer_size(
+        &mut self,
+        name: &str,
+        response: &crate::types::HttpResponse,
+    ) -> Result<Option<u64>, PluginError> {
         if !self.sizes_answers() {
             return Ok(None);
         }
-        self.g.call("size", |b, s| b.answer.as_ref().expect("checked").scalebench_plugin_probe_answer().call_size(s, name, response))
+        self.g.call("size", |b, s| {
+            b.answer.as_ref().expect("checked").scalebench_plugin_probe_answer().call_size(s, name, response)
+        })
     }
 }
 
@@ -270,11 +302,19 @@ fn history_export(plugin: &Plugin) -> Option<&str> {
 /// Does the component export the optional interface `name` of a 0.1 contract?
 fn optional_export<'a>(plugin: &'a Plugin, name: &str) -> Option<&'a str> {
     let prefix = format!("scalebench:plugin/{name}@");
-    plugin.exports.iter().map(String::as_str).find(|e| e.strip_prefix(prefix.as_str()).is_some_and(|v| v.starts_with("0.1.")))
+    plugin
+        .exports
+        .iter()
+        .map(String::as_str)
+        .find(|e| e.strip_prefix(prefix.as_str()).is_some_and(|v| v.starts_with("0.1.")))
 }
 
 impl TargetAdapter {
-    pub fn instantiate(rt: &Runtime, plugin: &Plugin, services: Arc<dyn HostServices>) -> Result<TargetAdapter, PluginError> {
+    pub fn instantiate(
+        rt: &Runtime,
+        plugin: &Plugin,
+        services: Arc<dyn HostServices>,
+    ) -> Result<TargetAdapter, PluginError> {
         expect_world(plugin, World::TargetAdapter)?;
         let mut store = rt.new_store(plugin, services);
         store.set_epoch_deadline(rt.ticks());
@@ -302,7 +342,14 @@ impl TargetAdapter {
             },
         };
         let bindings = AdapterBindings { main, history, http };
-        let mut g = Guarded { name: plugin.name.clone(), store, bindings, limits: rt.limits, ticks: rt.ticks(), poisoned: false };
+        let mut g = Guarded {
+            name: plugin.name.clone(),
+            store,
+            bindings,
+            limits: rt.limits,
+            ticks: rt.ticks(),
+            poisoned: false,
+        };
         let info = g.call("info", |b, s| b.main.scalebench_plugin_target_adapter().call_info(s))?;
         check_info(plugin, &info, PluginKind::TargetAdapter)?;
         Ok(TargetAdapter { g, info })
@@ -318,7 +365,9 @@ impl TargetAdapter {
     }
 
     pub fn configure(&mut self, params_json: &str) -> Result<adapter_types::Plan, PluginError> {
-        let r = self.g.call("configure", |b, s| b.main.scalebench_plugin_target_adapter().call_configure(s, params_json))?;
+        let r = self
+            .g
+            .call("configure", |b, s| b.main.scalebench_plugin_target_adapter().call_configure(s, params_json))?;
         self.g.returned("configure", r)
     }
 
@@ -327,12 +376,17 @@ impl TargetAdapter {
     pub fn addresses(&mut self, points: &[TagInfo]) -> Result<Vec<String>, PluginError> {
         let mut out = Vec::with_capacity(points.len());
         for slice in points.chunks(POINTS_PER_CALL) {
-            let got = self.g.call("addresses", |b, s| b.main.scalebench_plugin_target_adapter().call_addresses(s, slice))?;
+            let got =
+                self.g.call("addresses", |b, s| b.main.scalebench_plugin_target_adapter().call_addresses(s, slice))?;
             if got.len() != slice.len() {
                 return Err(PluginError::Contract {
                     plugin: self.g.name.clone(),
                     call: "addresses".into(),
-                    problem: format!("gave {} addresses for {} points (one per point is expected)", got.len(), slice.len()),
+                    problem: format!(
+                        "gave {} addresses for {} points (one per point is expected)",
+                        got.len(),
+                        slice.len()
+                    ),
                 });
             }
             out.extend(got);
@@ -368,7 +422,9 @@ impl TargetAdapter {
     }
 
     pub fn canaries_stored(&mut self, from_seq: u64) -> Result<Vec<u64>, PluginError> {
-        let r = self.g.call("canaries-stored", |b, s| b.main.scalebench_plugin_target_adapter().call_canaries_stored(s, from_seq))?;
+        let r = self.g.call("canaries-stored", |b, s| {
+            b.main.scalebench_plugin_target_adapter().call_canaries_stored(s, from_seq)
+        })?;
         self.g.returned("canaries-stored", r)
     }
 
@@ -387,7 +443,9 @@ impl TargetAdapter {
         if !self.has_history() {
             return Ok(None);
         }
-        let r = self.g.call("describe", |b, s| b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_describe(s))?;
+        let r = self.g.call("describe", |b, s| {
+            b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_describe(s)
+        })?;
         self.g.returned("describe", r).map(Some)
     }
 
@@ -396,7 +454,9 @@ impl TargetAdapter {
         if !self.has_history() {
             return Ok(Vec::new());
         }
-        self.g.call("point-keys", |b, s| b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_point_keys(s, points))
+        self.g.call("point-keys", |b, s| {
+            b.history.as_ref().expect("checked").scalebench_plugin_history_sink().call_point_keys(s, points)
+        })
     }
 
     /// Does this adapter say what goes with its HTTP messages and judge the
@@ -410,16 +470,24 @@ impl TargetAdapter {
         if !self.has_http_ingest() {
             return Ok(Vec::new());
         }
-        let r = self.g.call("headers", |b, s| b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_headers(s, address))?;
+        let r = self.g.call("headers", |b, s| {
+            b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_headers(s, address)
+        })?;
         self.g.returned("headers", r)
     }
 
     /// Ok(Err(reason)) when the adapter says a 2xx response is not an ack;
     /// Ok(Ok(())) for every response when it has no `http-ingest`.
-    pub fn judge(&mut self, address: &str, response: &crate::types::HttpResponse) -> Result<Result<(), String>, PluginError> {
+    pub fn judge(
+        &mut self,
+        address: &str,
+        response: &crate::types::HttpResponse,
+    ) -> Result<Result<(), String>, PluginError> {
         if !self.has_http_ingest() {
             return Ok(Ok(()));
         }
-        self.g.call("judge", |b, s| b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_judge(s, address, response))
+        self.g.call("judge", |b, s| {
+            b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_judge(s, address, response)
+        })
     }
 }

@@ -34,9 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::{classify, Message, Reading, Stats, INGEST_SESSION_SQL, SCHEMA_SQL, SUBSCRIPTION};
 use anyhow::Context as _;
 use clap::Parser;
-use crate::{classify, Message, Reading, Stats, INGEST_SESSION_SQL, SCHEMA_SQL, SUBSCRIPTION};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, Publish, QoS};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -114,9 +114,8 @@ struct Args {
 /// `NAME=VALUE` with NAME a plain PostgreSQL parameter name (letters, digits,
 /// `_`, and `.` for extension parameters).
 fn parse_session_setting(s: &str) -> Result<(String, String), String> {
-    let (name, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("{s:?} is not NAME=VALUE (e.g. synchronous_commit=off)"))?;
+    let (name, value) =
+        s.split_once('=').ok_or_else(|| format!("{s:?} is not NAME=VALUE (e.g. synchronous_commit=off)"))?;
     let name = name.trim();
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
@@ -155,7 +154,10 @@ impl Counters {
 /// What the writer does with a message.
 enum Kind {
     Reading(Reading),
-    Tags { topic: String, payload: String },
+    Tags {
+        topic: String,
+        payload: String,
+    },
     /// Acknowledge only (dropped on purpose or malformed).
     AckOnly,
 }
@@ -203,8 +205,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     log!(
         "info",
         "starting: mqtt {}:{} client id {:?}, batch ≤{} / {} ms, drop one in {}, delay {} ms{}{}",
-        args.mqtt_host, args.mqtt_port, args.client_id, args.batch_max, args.batch_wait_ms,
-        args.drop_one_in, args.delay_ms,
+        args.mqtt_host,
+        args.mqtt_port,
+        args.client_id,
+        args.batch_max,
+        args.batch_wait_ms,
+        args.drop_one_in,
+        args.delay_ms,
         if args.ack_before_commit { ", UNSAFE: acks before commit (--ack-before-commit)" } else { "" },
         args.session_settings.iter().map(|(k, v)| format!(", SET {k} = {v:?}")).collect::<String>()
     );
@@ -318,7 +325,9 @@ async fn mqtt_loop(
                 log!(
                     "info",
                     "mqtt: connected to {}:{} (session present: {})",
-                    args.mqtt_host, args.mqtt_port, ack.session_present
+                    args.mqtt_host,
+                    args.mqtt_port,
+                    ack.session_present
                 );
                 backoff = min_backoff;
                 failures = 0;
@@ -472,7 +481,10 @@ async fn writer(
             }
         }
         if stale > 0 {
-            log!("info", "{stale} messages arrived on an earlier connection: stored, not acked (the broker redelivers them)");
+            log!(
+                "info",
+                "{stale} messages arrived on an earlier connection: stored, not acked (the broker redelivers them)"
+            );
         }
     }
 }
@@ -531,7 +543,10 @@ impl Db {
                 Err(ConnectError::Setting(s)) => anyhow::bail!("{s}"),
                 Err(e) => {
                     if attempt == 1 || attempt.is_multiple_of(10) {
-                        log!("warn", "postgres: unreachable or not ready ({e}); retrying every ≤5s (attempt {attempt})");
+                        log!(
+                            "warn",
+                            "postgres: unreachable or not ready ({e}); retrying every ≤5s (attempt {attempt})"
+                        );
                     }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -575,7 +590,9 @@ impl Db {
                 });
             }
         }
-        let step = |what: &'static str| move |e: tokio_postgres::Error| ConnectError::Transient(anyhow::anyhow!("{what}: {}", pg_error(&e)));
+        let step = |what: &'static str| {
+            move |e: tokio_postgres::Error| ConnectError::Transient(anyhow::anyhow!("{what}: {}", pg_error(&e)))
+        };
         client.batch_execute(SCHEMA_SQL).await.map_err(step("create schema"))?;
         client.batch_execute(INGEST_SESSION_SQL).await.map_err(step("create ingest_session"))?;
         client
@@ -656,19 +673,23 @@ impl Db {
             let client = self.ensure().await?;
             match write_tx(client, &refs).await {
                 Ok((inserted, readings)) => {
-                    return Ok(Outcome {
-                        inserted,
-                        duplicates: readings - inserted,
-                        rejected: 0,
-                        transactions: 1,
-                    })
+                    return Ok(Outcome { inserted, duplicates: readings - inserted, rejected: 0, transactions: 1 })
                 }
                 Err(e) if is_data_error(&e) => {
-                    log!("warn", "postgres refused a batch of {} as data ({}); writing its messages one by one", batch.len(), pg_error(&e));
+                    log!(
+                        "warn",
+                        "postgres refused a batch of {} as data ({}); writing its messages one by one",
+                        batch.len(),
+                        pg_error(&e)
+                    );
                     return self.write_one_by_one(&refs).await;
                 }
                 Err(e) => {
-                    log!("warn", "postgres: batch write failed ({}); reconnecting and retrying (attempt {attempt})", pg_error(&e));
+                    log!(
+                        "warn",
+                        "postgres: batch write failed ({}); reconnecting and retrying (attempt {attempt})",
+                        pg_error(&e)
+                    );
                     if self.client.as_ref().is_some_and(|c| c.is_closed()) || attempt > 1 {
                         self.client = None;
                     }
@@ -695,7 +716,12 @@ impl Db {
                         break;
                     }
                     Err(e) if is_data_error(&e) => {
-                        log!("warn", "postgres refused the message on {} ({}); counted as malformed", item.publish.topic, pg_error(&e));
+                        log!(
+                            "warn",
+                            "postgres refused the message on {} ({}); counted as malformed",
+                            item.publish.topic,
+                            pg_error(&e)
+                        );
                         out.rejected += 1;
                         break;
                     }
@@ -748,9 +774,7 @@ async fn write_tx(client: &Client, items: &[&Item]) -> Result<(u64, u64), tokio_
     let result = async {
         let mut inserted = 0;
         if !readings.is_empty() {
-            let sink = client
-                .copy_in("COPY staging_points (point, ts, value) FROM STDIN (FORMAT binary)")
-                .await?;
+            let sink = client.copy_in("COPY staging_points (point, ts, value) FROM STDIN (FORMAT binary)").await?;
             let writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TIMESTAMPTZ, Type::FLOAT8]);
             let mut writer = std::pin::pin!(writer);
             for r in &readings {
@@ -843,7 +867,10 @@ mod tests {
 
     #[test]
     fn session_settings_parse_and_refuse_odd_names() {
-        assert_eq!(parse_session_setting("synchronous_commit=off").unwrap(), ("synchronous_commit".into(), "off".into()));
+        assert_eq!(
+            parse_session_setting("synchronous_commit=off").unwrap(),
+            ("synchronous_commit".into(), "off".into())
+        );
         assert_eq!(parse_session_setting("my.ext=a=b").unwrap(), ("my.ext".into(), "a=b".into()));
         assert!(parse_session_setting("synchronous_commit").unwrap_err().contains("NAME=VALUE"));
         assert!(parse_session_setting("x; DROP TABLE point_history=1").is_err());
@@ -853,7 +880,14 @@ mod tests {
 
     #[test]
     fn control_mode_flags_parse() {
-        let a = Args::parse_from(["h", "--ack-before-commit", "--session-setting", "synchronous_commit=off", "--session-setting", "work_mem=64MB"]);
+        let a = Args::parse_from([
+            "h",
+            "--ack-before-commit",
+            "--session-setting",
+            "synchronous_commit=off",
+            "--session-setting",
+            "work_mem=64MB",
+        ]);
         assert!(a.ack_before_commit);
         assert_eq!(a.session_settings.len(), 2);
         let a = Args::parse_from(["h"]);

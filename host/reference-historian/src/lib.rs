@@ -124,8 +124,7 @@ fn parse_tags(payload: &[u8]) -> Result<String, String> {
 
 /// Parse a reading envelope.
 pub fn parse_reading(payload: &[u8]) -> Result<Reading, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(payload).map_err(|e| format!("not JSON: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(payload).map_err(|e| format!("not JSON: {e}"))?;
     let obj = v.as_object().ok_or("envelope is not a JSON object")?;
     let point = match obj.get("point") {
         Some(serde_json::Value::String(s)) if !s.is_empty() && !s.contains('\0') => s.clone(),
@@ -185,10 +184,8 @@ mod tests {
 
     #[test]
     fn reading_with_iso_ts() {
-        let m = classify(
-            "fbf/scale/s1/e2/temp",
-            br#"{"point":"s1/e2/temp","value":21.5,"ts":"2026-11-30T14:00:00.123Z"}"#,
-        );
+        let m =
+            classify("fbf/scale/s1/e2/temp", br#"{"point":"s1/e2/temp","value":21.5,"ts":"2026-11-30T14:00:00.123Z"}"#);
         match m {
             Message::Reading { reading, canary } => {
                 assert!(!canary);

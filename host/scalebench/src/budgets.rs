@@ -90,7 +90,8 @@ impl<'de> Deserialize<'de> for Entries {
 }
 
 const SHAPE: &str = r#"{"probes": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}"#;
-const SETS_SHAPE: &str = r#"{"probe_sets": {"<probe set>": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}}"#;
+const SETS_SHAPE: &str =
+    r#"{"probe_sets": {"<probe set>": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}}"#;
 const FIELDS_HINT: &str = "hint: each probe takes `budget_s` (seconds, required, > 0), `source` (where the number comes from; \"provisional\" if omitted) and `note` (free text)";
 
 impl Budgets {
@@ -113,12 +114,15 @@ impl Budgets {
     /// Parse `text`; `path` is only used in messages and kept in the result.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Budgets> {
         let usage = |msg: String| -> anyhow::Error { UsageError(msg).into() };
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| usage(format!("{} is not valid JSON: {e}\nhint: the file looks like {SETS_SHAPE}", path.display())))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            usage(format!("{} is not valid JSON: {e}\nhint: the file looks like {SETS_SHAPE}", path.display()))
+        })?;
         let Some(sets) = value.get("probe_sets") else { return Budgets::parse_flat(text, path) };
         let file = path.display();
         if let Some(extra) = value.as_object().and_then(|o| o.keys().find(|k| *k != "probe_sets")) {
-            return Err(usage(format!("{file}: unknown field `{extra}` beside `probe_sets`\nhint: the file looks like {SETS_SHAPE}")));
+            return Err(usage(format!(
+                "{file}: unknown field `{extra}` beside `probe_sets`\nhint: the file looks like {SETS_SHAPE}"
+            )));
         }
         let Some(sets) = sets.as_object() else {
             return Err(usage(format!("{file}: `probe_sets` must be an object of probe set name -> probes, not {}\nhint: the file looks like {SETS_SHAPE}", kind(sets))));
@@ -160,7 +164,9 @@ impl Budgets {
         let mut probes = parsed.probes.0;
         for (name, b) in &mut probes {
             if name.trim().is_empty() {
-                return Err(usage(format!("{file}: a probe has an empty name\nhint: use the name the probe set gives the probe")));
+                return Err(usage(format!(
+                    "{file}: a probe has an empty name\nhint: use the name the probe set gives the probe"
+                )));
             }
             if !b.budget_s.is_finite() || b.budget_s <= 0.0 {
                 return Err(usage(format!(
@@ -195,21 +201,28 @@ fn describe(file: &str, value: &serde_json::Value, e: &serde_json::Error) -> Str
     }
     let at = format!("(line {}, column {})", e.line(), e.column());
     let Some(top) = value.as_object() else {
-        return format!("{file}: the top level must be an object, not {}\nhint: the file looks like {SHAPE}", kind(value));
+        return format!(
+            "{file}: the top level must be an object, not {}\nhint: the file looks like {SHAPE}",
+            kind(value)
+        );
     };
     if top.keys().any(|k| k != "probes") || !top.contains_key("probes") {
         return format!("{file}: {msg} at the top level {at}\nhint: the file has one top-level key, `probes`: {SHAPE}");
     }
     let probes = &top["probes"];
     let Some(entries) = probes.as_object() else {
-        return format!("{file}: `probes` must be an object of probe name -> budget, not {}\nhint: the file looks like {SHAPE}", kind(probes));
+        return format!(
+            "{file}: `probes` must be an object of probe name -> budget, not {}\nhint: the file looks like {SHAPE}",
+            kind(probes)
+        );
     };
     // Name the probe: the first entry that does not parse on its own.
     for (name, entry) in entries {
         if let Err(pe) = serde_json::from_value::<Budget>(entry.clone()) {
             let pmsg = pe.to_string();
             let hint = if let Some(field) = unknown_field(&pmsg) {
-                if field.contains("ms") || field.contains("budget") || field.contains("sec") || field.contains("limit") {
+                if field.contains("ms") || field.contains("budget") || field.contains("sec") || field.contains("limit")
+                {
                     format!("hint: a budget is given in seconds as `budget_s` (e.g. 250 ms is \"budget_s\": 0.25), not `{field}`")
                 } else {
                     FIELDS_HINT.to_string()
@@ -266,7 +279,8 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let b = parse(r##"{"probes": {"a": {"budget_s": 0.5}, "b": {"budget_s": 2, "source": "#178", "note": "n"}}}"##).unwrap();
+        let b = parse(r##"{"probes": {"a": {"budget_s": 0.5}, "b": {"budget_s": 2, "source": "#178", "note": "n"}}}"##)
+            .unwrap();
         assert_eq!(b.get("a").unwrap(), &Budget { budget_s: 0.5, source: "provisional".into(), note: String::new() });
         assert_eq!(b.get("b").unwrap().budget_s, 2.0);
         assert_eq!(b.get("b").unwrap().source, "#178");
@@ -304,7 +318,10 @@ mod tests {
     fn bad_values() {
         for bad in ["0", "-1", "0.0"] {
             let e = parse(&format!(r#"{{"probes": {{"x": {{"budget_s": {bad}}}}}}}"#)).unwrap_err();
-            assert!(e.contains("probe `x`: `budget_s` is") && e.contains("greater than 0") && e.contains("\nhint:"), "{e}");
+            assert!(
+                e.contains("probe `x`: `budget_s` is") && e.contains("greater than 0") && e.contains("\nhint:"),
+                "{e}"
+            );
         }
         let e = parse(r#"{"probes": {"x": {"budget_s": "1"}}}"#).unwrap_err();
         assert!(e.contains("probe `x`: invalid type: string \"1\", expected f64"), "{e}");

@@ -59,7 +59,10 @@ pub fn load(rt: &Runtime, spec: &str) -> anyhow::Result<Plugin> {
 pub fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
     match e {
         plugin_runtime::PluginError::Returned { ref call, .. } if call == "configure" || call == "setup" => {
-            crate::cli::UsageError(format!("{e}\nhint: see the params schema with `scalebench plugins inspect <plugin>`")).into()
+            crate::cli::UsageError(format!(
+                "{e}\nhint: see the params schema with `scalebench plugins inspect <plugin>`"
+            ))
+            .into()
         }
         other => other.into(),
     }

@@ -86,8 +86,18 @@ enum Key {
 }
 
 /// Title, subtitle and legend on top of `root`; returns the height used.
-fn header(root: &DrawingArea<SVGBackend, Shift>, width: f64, title: &str, subtitle: &str, legend: &[(String, Key)]) -> f64 {
-    let _ = root.draw(&Text::new(clean(title), (16, 10), TextStyle::from((FONT, 16.0 * 1.24, FontStyle::Bold).into_font()).color(&INK)));
+fn header(
+    root: &DrawingArea<SVGBackend, Shift>,
+    width: f64,
+    title: &str,
+    subtitle: &str,
+    legend: &[(String, Key)],
+) -> f64 {
+    let _ = root.draw(&Text::new(
+        clean(title),
+        (16, 10),
+        TextStyle::from((FONT, 16.0 * 1.24, FontStyle::Bold).into_font()).color(&INK),
+    ));
     let mut y = 32.0;
     if !subtitle.is_empty() {
         let _ = root.draw(&Text::new(clean(subtitle), (16, y as i32), font(11.0).color(&RGBColor(0x44, 0x44, 0x44))));
@@ -124,7 +134,11 @@ fn header(root: &DrawingArea<SVGBackend, Shift>, width: f64, title: &str, subtit
 
 fn footnote(root: &DrawingArea<SVGBackend, Shift>, height: f64, note: &str) {
     if !note.is_empty() {
-        let _ = root.draw(&Text::new(clean(note), (16, (height - 18.0) as i32), font(10.0).color(&RGBColor(0x55, 0x55, 0x55))));
+        let _ = root.draw(&Text::new(
+            clean(note),
+            (16, (height - 18.0) as i32),
+            font(10.0).color(&RGBColor(0x55, 0x55, 0x55)),
+        ));
     }
 }
 
@@ -217,16 +231,30 @@ impl LineChart {
         {
             let root = SVGBackend::with_string(&mut buf, (w as u32, h as u32)).into_drawing_area();
             let _ = root.fill(&WHITE);
-            let mut legend: Vec<(String, Key)> = self.lines.iter().enumerate().map(|(i, l)| (l.name.clone(), Key::Line(COLORS[i % COLORS.len()]))).collect();
-            legend.extend(self.rules.iter().map(|r| (r.name.clone(), Key::Dashed(if r.limit { LIMIT } else { REFERENCE }))));
+            let mut legend: Vec<(String, Key)> = self
+                .lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.name.clone(), Key::Line(COLORS[i % COLORS.len()])))
+                .collect();
+            legend.extend(
+                self.rules.iter().map(|r| (r.name.clone(), Key::Dashed(if r.limit { LIMIT } else { REFERENCE }))),
+            );
             let top = header(&root, w, &self.title, &self.subtitle, &legend);
             let foot = if self.note.is_empty() { 6.0 } else { 26.0 };
             footnote(&root, h, &self.note);
             let plot = root.clone().shrink((0, top as u32), (w as u32, (h - top - foot) as u32));
 
             let finite = |v: &f64| v.is_finite();
-            let xs: Vec<f64> = self.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).chain(self.x_marks.iter().map(|m| m.0)).filter(finite).collect();
-            let (mut x0, mut x1) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(*x), b.max(*x)));
+            let xs: Vec<f64> = self
+                .lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|p| p.0))
+                .chain(self.x_marks.iter().map(|m| m.0))
+                .filter(finite)
+                .collect();
+            let (mut x0, mut x1) =
+                xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(*x), b.max(*x)));
             if !x0.is_finite() {
                 (x0, x1) = (0.0, 1.0);
             }
@@ -255,50 +283,68 @@ impl LineChart {
                 .y_label_area_size(70)
                 .build_cartesian_2d(x0..x1, 0f64..y1);
             if let Ok(mut chart) = built {
-            let yfmt = self.y_format;
-            let named = !self.x_names.is_empty();
-            let xfmt = move |v: &f64| compact(*v);
-            let _ = chart
-                .configure_mesh()
-                .bold_line_style(GRID)
-                .light_line_style(TRANSPARENT)
-                .axis_style(INK)
-                .x_labels(if named { 0 } else { 8 })
-                .y_labels(6)
-                .label_style(font(10.0))
-                .axis_desc_style(font(11.0))
-                .x_desc(clean(&self.x_label))
-                .y_desc(clean(&self.y_label))
-                .x_label_formatter(&xfmt)
-                .y_label_formatter(&|v: &f64| yfmt(*v))
-                .draw();
-            for (i, name) in self.x_names.iter().enumerate() {
-                let (px, py) = chart.backend_coord(&(i as f64, 0.0));
-                let _ = root.draw(&PathElement::new(vec![(px, py), (px, py + 5)], INK.stroke_width(1)));
-                let _ = root.draw(&Text::new(clean(name), (px, py + 8), font(10.0).pos(Pos::new(HPos::Center, VPos::Top))));
-            }
-            for (x, label) in &self.x_marks {
-                let _ = chart.draw_series(DashedLineSeries::new(vec![(*x, 0.0), (*x, y1)], 4, 4, REFERENCE.stroke_width(1)));
-                let _ = chart.draw_series(std::iter::once(Text::new(clean(label), (*x, y1), font(10.0).color(&REFERENCE).pos(Pos::new(HPos::Left, VPos::Top)))));
-            }
-            for r in &self.rules {
-                let c = if r.limit { LIMIT } else { REFERENCE };
-                let _ = chart.draw_series(DashedLineSeries::new(vec![(x0, r.value), (x1, r.value)], 6, 4, c.stroke_width(1)));
-            }
-            data_starts(&root);
-            for (i, l) in self.lines.iter().enumerate() {
-                let c = COLORS[i % COLORS.len()];
-                for seg in segments(&l.points) {
-                    if seg.len() >= 2 {
-                        let _ = chart.draw_series(LineSeries::new(seg.iter().copied(), c.stroke_width(2)));
-                        marks += 1;
-                    }
-                    if seg.len() <= 40 {
-                        let _ = chart.draw_series(seg.iter().map(|p| Circle::new(*p, 3, c.filled())));
-                        marks += seg.len();
+                let yfmt = self.y_format;
+                let named = !self.x_names.is_empty();
+                let xfmt = move |v: &f64| compact(*v);
+                let _ = chart
+                    .configure_mesh()
+                    .bold_line_style(GRID)
+                    .light_line_style(TRANSPARENT)
+                    .axis_style(INK)
+                    .x_labels(if named { 0 } else { 8 })
+                    .y_labels(6)
+                    .label_style(font(10.0))
+                    .axis_desc_style(font(11.0))
+                    .x_desc(clean(&self.x_label))
+                    .y_desc(clean(&self.y_label))
+                    .x_label_formatter(&xfmt)
+                    .y_label_formatter(&|v: &f64| yfmt(*v))
+                    .draw();
+                for (i, name) in self.x_names.iter().enumerate() {
+                    let (px, py) = chart.backend_coord(&(i as f64, 0.0));
+                    let _ = root.draw(&PathElement::new(vec![(px, py), (px, py + 5)], INK.stroke_width(1)));
+                    let _ = root.draw(&Text::new(
+                        clean(name),
+                        (px, py + 8),
+                        font(10.0).pos(Pos::new(HPos::Center, VPos::Top)),
+                    ));
+                }
+                for (x, label) in &self.x_marks {
+                    let _ = chart.draw_series(DashedLineSeries::new(
+                        vec![(*x, 0.0), (*x, y1)],
+                        4,
+                        4,
+                        REFERENCE.stroke_width(1),
+                    ));
+                    let _ = chart.draw_series(std::iter::once(Text::new(
+                        clean(label),
+                        (*x, y1),
+                        font(10.0).color(&REFERENCE).pos(Pos::new(HPos::Left, VPos::Top)),
+                    )));
+                }
+                for r in &self.rules {
+                    let c = if r.limit { LIMIT } else { REFERENCE };
+                    let _ = chart.draw_series(DashedLineSeries::new(
+                        vec![(x0, r.value), (x1, r.value)],
+                        6,
+                        4,
+                        c.stroke_width(1),
+                    ));
+                }
+                data_starts(&root);
+                for (i, l) in self.lines.iter().enumerate() {
+                    let c = COLORS[i % COLORS.len()];
+                    for seg in segments(&l.points) {
+                        if seg.len() >= 2 {
+                            let _ = chart.draw_series(LineSeries::new(seg.iter().copied(), c.stroke_width(2)));
+                            marks += 1;
+                        }
+                        if seg.len() <= 40 {
+                            let _ = chart.draw_series(seg.iter().map(|p| Circle::new(*p, 3, c.filled())));
+                            marks += seg.len();
+                        }
                     }
                 }
-            }
             }
             let _ = root.present();
         }
@@ -399,11 +445,14 @@ impl BarChart {
         let label_w = self.categories.iter().map(|c| text_width(c, 12.0)).fold(60.0, f64::max).min(320.0) + 16.0;
         let plot_w = 520.0;
         let value_room = 70.0;
-        let mut legend: Vec<(String, Key)> = self.series.iter().enumerate().map(|(i, s)| (s.name.clone(), Key::Box(COLORS[i % COLORS.len()]))).collect();
+        let mut legend: Vec<(String, Key)> =
+            self.series.iter().enumerate().map(|(i, s)| (s.name.clone(), Key::Box(COLORS[i % COLORS.len()]))).collect();
         if let Some(m) = &self.markers {
             legend.push((m.name.clone(), Key::Line(LIMIT)));
         }
-        let width = (label_w + plot_w + value_room).max(text_width(&self.title, 16.0) + 40.0).max(text_width(&self.subtitle, 11.0) + 40.0);
+        let width = (label_w + plot_w + value_room)
+            .max(text_width(&self.title, 16.0) + 40.0)
+            .max(text_width(&self.subtitle, 11.0) + 40.0);
         let legend_rows = estimate_legend_rows(&legend, width);
         let top_est = 36.0 + if self.subtitle.is_empty() { 0.0 } else { 18.0 } + legend_rows * 18.0 + 4.0;
         let plot_h = band * n_cat as f64;
@@ -425,11 +474,16 @@ impl BarChart {
             let _ = root.fill(&WHITE);
             let top = header(&root, width, &self.title, &self.subtitle, &legend);
             footnote(&root, height, &self.note);
-            let plot = root.clone().shrink(((label_w - 70.0).max(0.0) as u32, top as u32), ((plot_w + 70.0 + value_room) as u32, (plot_h + 44.0) as u32));
-            let axis_label = if self.log_scale { format!("{} (log scale)", self.value_label) } else { self.value_label.clone() };
+            let plot = root.clone().shrink(
+                ((label_w - 70.0).max(0.0) as u32, top as u32),
+                ((plot_w + 70.0 + value_room) as u32, (plot_h + 44.0) as u32),
+            );
+            let axis_label =
+                if self.log_scale { format!("{} (log scale)", self.value_label) } else { self.value_label.clone() };
             if self.log_scale {
                 let positive = values.iter().copied().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
-                let ticks = log_ticks(if positive.is_finite() { positive } else { 1.0 }, if vmax > 0.0 { vmax } else { 10.0 });
+                let ticks =
+                    log_ticks(if positive.is_finite() { positive } else { 1.0 }, if vmax > 0.0 { vmax } else { 10.0 });
                 let (lo, hi) = (ticks[0], ticks[ticks.len() - 1]);
                 if let Ok(mut chart) = ChartBuilder::on(&plot)
                     .margin_right(value_room as u32)
@@ -482,7 +536,13 @@ impl BarChart {
     }
 
     /// Category labels, budget ticks (frame), then bars and their values (data).
-    fn draw_bars<X>(&self, root: &DrawingArea<SVGBackend, Shift>, chart: &mut ChartContext<SVGBackend, Cartesian2d<X, RangedCoordf64>>, base: f64, band: f64) -> usize
+    fn draw_bars<X>(
+        &self,
+        root: &DrawingArea<SVGBackend, Shift>,
+        chart: &mut ChartContext<SVGBackend, Cartesian2d<X, RangedCoordf64>>,
+        base: f64,
+        band: f64,
+    ) -> usize
     where
         X: Ranged<ValueType = f64>,
     {
@@ -495,10 +555,15 @@ impl BarChart {
         for (ci, cat) in self.categories.iter().enumerate() {
             let mid = n_cat - ci as f64 - unit * (GAP / 2.0 + n_series * BAR_H / 2.0);
             let (px, py) = chart.backend_coord(&(base, mid));
-            let _ = root.draw(&Text::new(clean(cat), (px - 8, py), font(12.0).pos(Pos::new(HPos::Right, VPos::Center))));
-            if let Some(v) = self.markers.as_ref().and_then(|m| m.values.get(ci).copied().flatten()).filter(|v| v.is_finite()) {
-                let (top, bottom) = (bar_top(ci, 0) + unit * 3.0, bar_bottom(ci, self.series.len().max(1) - 1) - unit * 3.0);
-                let _ = chart.draw_series(std::iter::once(PathElement::new(vec![(v, top), (v, bottom)], LIMIT.stroke_width(2))));
+            let _ =
+                root.draw(&Text::new(clean(cat), (px - 8, py), font(12.0).pos(Pos::new(HPos::Right, VPos::Center))));
+            if let Some(v) =
+                self.markers.as_ref().and_then(|m| m.values.get(ci).copied().flatten()).filter(|v| v.is_finite())
+            {
+                let (top, bottom) =
+                    (bar_top(ci, 0) + unit * 3.0, bar_bottom(ci, self.series.len().max(1) - 1) - unit * 3.0);
+                let _ = chart
+                    .draw_series(std::iter::once(PathElement::new(vec![(v, top), (v, bottom)], LIMIT.stroke_width(2))));
             }
         }
         data_starts(root);
@@ -519,7 +584,8 @@ impl BarChart {
                         let end = if v > base && x1 <= x0 { None } else { Some(end) };
                         match end {
                             Some(e) => {
-                                let _ = chart.draw_series(std::iter::once(Rectangle::new([(base, t), (e, b)], c.filled())));
+                                let _ =
+                                    chart.draw_series(std::iter::once(Rectangle::new([(base, t), (e, b)], c.filled())));
                             }
                             None => {
                                 let (_, yt) = chart.backend_coord(&(base, t));
@@ -529,12 +595,20 @@ impl BarChart {
                         }
                         marks += 1;
                         let (px, py) = chart.backend_coord(&(v.max(base), (t + b) / 2.0));
-                        let _ = root.draw(&Text::new(compact(v), (px.max(x0 + 1) + 4, py), font(10.0).pos(Pos::new(HPos::Left, VPos::Center))));
+                        let _ = root.draw(&Text::new(
+                            compact(v),
+                            (px.max(x0 + 1) + 4, py),
+                            font(10.0).pos(Pos::new(HPos::Left, VPos::Center)),
+                        ));
                     }
                     _ if any => {}
                     _ => {
                         let (px, py) = chart.backend_coord(&(base, (t + b) / 2.0));
-                        let _ = root.draw(&Text::new("not run", (px + 4, py), font(10.0).color(&RGBColor(0x88, 0x88, 0x88)).pos(Pos::new(HPos::Left, VPos::Center))));
+                        let _ = root.draw(&Text::new(
+                            "not run",
+                            (px + 4, py),
+                            font(10.0).color(&RGBColor(0x88, 0x88, 0x88)).pos(Pos::new(HPos::Left, VPos::Center)),
+                        ));
                     }
                 }
             }
@@ -670,7 +744,11 @@ mod tests {
         assert!(svg.text.contains(">\n500k\n<") || svg.text.contains("500k"), "value labels");
         assert_eq!(svg.marks, 2);
         assert!(!svg.text.contains("not run"));
-        let c2 = BarChart { categories: vec!["skipped".into()], series: vec![Series { name: "s".into(), values: vec![None] }], ..c };
+        let c2 = BarChart {
+            categories: vec!["skipped".into()],
+            series: vec![Series { name: "s".into(), values: vec![None] }],
+            ..c
+        };
         let r = c2.render();
         assert!(r.text.contains("not run"));
         assert_eq!(r.marks, 0);

@@ -121,7 +121,11 @@ fn infer_by(runs: &[RunResult]) -> By {
 
 impl<'a> Comparison<'a> {
     /// Line the runs up; refuse runs that are not comparable unless `allow_different_hosts`.
-    pub fn new(runs: &'a [RunResult], by: Option<By>, allow_different_hosts: bool) -> Result<Comparison<'a>, NotComparable> {
+    pub fn new(
+        runs: &'a [RunResult],
+        by: Option<By>,
+        allow_different_hosts: bool,
+    ) -> Result<Comparison<'a>, NotComparable> {
         assert!(runs.len() >= 2, "compare needs two runs");
         let by = by.unwrap_or_else(|| infer_by(runs));
         let name = |r: &RunResult| match by {
@@ -220,13 +224,16 @@ impl<'a> Comparison<'a> {
                 r.target,
                 r.model,
                 r.steps.len(),
-                crate::report::table::ceiling(r).map(|p| format!("{} points", thousands(p))).unwrap_or_else(|| "none".into())
+                crate::report::table::ceiling(r)
+                    .map(|p| format!("{} points", thousands(p)))
+                    .unwrap_or_else(|| "none".into())
             );
         }
         m.push('\n');
         if self.differences.is_empty() {
             let h = &self.runs[0].hardware;
-            let _ = writeln!(m, "Same hardware: {} CPUs ({}), {} of RAM.", h.nproc, h.cpu_model, bytes(h.ram_bytes as f64));
+            let _ =
+                writeln!(m, "Same hardware: {} CPUs ({}), {} of RAM.", h.nproc, h.cpu_model, bytes(h.ram_bytes as f64));
         } else {
             let _ = writeln!(
                 m,
@@ -237,7 +244,8 @@ impl<'a> Comparison<'a> {
         for u in &self.unchecked {
             let _ = writeln!(m, "\nNote: {u}.");
         }
-        let _ = writeln!(m, "\nΔ: the change from {} (the first run), with its sign. n/m: not measured.\n", self.labels[0]);
+        let _ =
+            writeln!(m, "\nΔ: the change from {} (the first run), with its sign. n/m: not measured.\n", self.labels[0]);
 
         let _ = writeln!(m, "### Status\n");
         let mut header = vec!["Points".to_string()];
@@ -258,11 +266,21 @@ impl<'a> Comparison<'a> {
         }
         m.push('\n');
         self.table(&mut m, "Stored readings/s (storage's own counter)", &|s| s.ingest.stored_rps, format::whole);
-        self.table(&mut m, "Accepted readings/s (acked, by arrival)", &|s| Some(s.generator.achieved_rps), format::whole);
+        self.table(
+            &mut m,
+            "Accepted readings/s (acked, by arrival)",
+            &|s| Some(s.generator.achieved_rps),
+            format::whole,
+        );
         self.table(&mut m, "p95 lag", &|s| s.lag.p95_s, seconds);
         for name in self.probe_names() {
             let n = name.clone();
-            self.table(&mut m, &format!("Probe {name}: warm median"), &move |s| s.probes.iter().find(|p| p.name == n).and_then(|p| p.warm_median_s), seconds);
+            self.table(
+                &mut m,
+                &format!("Probe {name}: warm median"),
+                &move |s| s.probes.iter().find(|p| p.name == n).and_then(|p| p.warm_median_s),
+                seconds,
+            );
         }
         self.table(&mut m, "Stack memory (peak RSS, summed over its services)", &stack_rss, bytes);
         self.table(&mut m, "Storage size (database)", &storage_bytes, bytes);
@@ -271,11 +289,15 @@ impl<'a> Comparison<'a> {
 
     /// Overlaid charts: (file name, chart).
     pub fn charts(&self) -> Vec<(String, Svg)> {
-        let sub = format!("{} · by {}", self.labels.join(" vs "), match self.by {
-            By::Target => "target",
-            By::Run => "run",
-            By::Model => "value model",
-        });
+        let sub = format!(
+            "{} · by {}",
+            self.labels.join(" vs "),
+            match self.by {
+                By::Target => "target",
+                By::Run => "run",
+                By::Model => "value model",
+            }
+        );
         let all_points = self.points();
         let x_names: Vec<String> = all_points.iter().map(|p| thousands(*p)).collect();
         let per_run = |f: &dyn Fn(&StepResult) -> Option<f64>| {
@@ -284,7 +306,11 @@ impl<'a> Comparison<'a> {
                 .zip(&self.labels)
                 .map(|(r, l)| Line {
                     name: l.clone(),
-                    points: all_points.iter().enumerate().map(|(i, p)| (i as f64, Self::step(r, *p).and_then(f))).collect(),
+                    points: all_points
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| (i as f64, Self::step(r, *p).and_then(f)))
+                        .collect(),
                 })
                 .collect::<Vec<_>>()
         };
@@ -305,9 +331,30 @@ impl<'a> Comparison<'a> {
                 out.push((file.to_string(), c.render()));
             }
         };
-        line("compare-stored.svg", "Stored readings/s per step", "readings per second", per_run(&|s| s.ingest.stored_rps), compact, "Rows the storage wrote per second of soak (its own counter).");
-        line("compare-lag.svg", "p95 lag per step", "p95 lag (s)", per_run(&|s| s.lag.p95_s), |v| format!("{} s", compact(v)), "The pass rule is p95 < 30 s.");
-        line("compare-memory.svg", "Stack memory per step", "peak RSS, summed", per_run(&stack_rss), bytes, "Peak resident memory of each stack service, summed.");
+        line(
+            "compare-stored.svg",
+            "Stored readings/s per step",
+            "readings per second",
+            per_run(&|s| s.ingest.stored_rps),
+            compact,
+            "Rows the storage wrote per second of soak (its own counter).",
+        );
+        line(
+            "compare-lag.svg",
+            "p95 lag per step",
+            "p95 lag (s)",
+            per_run(&|s| s.lag.p95_s),
+            |v| format!("{} s", compact(v)),
+            "The pass rule is p95 < 30 s.",
+        );
+        line(
+            "compare-memory.svg",
+            "Stack memory per step",
+            "peak RSS, summed",
+            per_run(&stack_rss),
+            bytes,
+            "Peak resident memory of each stack service, summed.",
+        );
         let names = self.probe_names();
         if !names.is_empty() {
             let c = BarChart {
@@ -323,7 +370,13 @@ impl<'a> Comparison<'a> {
                         name: l.clone(),
                         values: names
                             .iter()
-                            .map(|n| r.steps.iter().rev().find_map(|s| s.probes.iter().find(|p| &p.name == n)).and_then(|p| p.warm_median_s))
+                            .map(|n| {
+                                r.steps
+                                    .iter()
+                                    .rev()
+                                    .find_map(|s| s.probes.iter().find(|p| &p.name == n))
+                                    .and_then(|p| p.warm_median_s)
+                            })
                             .collect(),
                     })
                     .collect(),
@@ -340,7 +393,8 @@ impl<'a> Comparison<'a> {
 
     /// Write `compare.md` and the charts into `dir`; returns what was written.
     pub fn write(&self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}\nhint: choose another directory with --out", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {}\nhint: choose another directory with --out", dir.display()))?;
         let mut written = Vec::new();
         let mut md = self.markdown();
         md.push_str("### Charts\n\n");

@@ -40,7 +40,11 @@ pub fn load(file: Option<&Path>) -> anyhow::Result<Option<Secret>> {
             .map_err(|e| UsageError(format!("cannot read the credentials file {}: {e}\nhint: put the SUT account's password on the file's first line", f.display())))?;
         let line = text.lines().next().unwrap_or("").to_string();
         if line.is_empty() {
-            return Err(UsageError(format!("the credentials file {} is empty\nhint: put the SUT account's password on its first line", f.display())).into());
+            return Err(UsageError(format!(
+                "the credentials file {} is empty\nhint: put the SUT account's password on its first line",
+                f.display()
+            ))
+            .into());
         }
         return Ok(Some(Secret(line)));
     }
@@ -95,7 +99,9 @@ mod tests {
         assert_eq!(with_password("{}", Some(&s)), "{}");
         assert_eq!(with_password(r#"{"user":"su"}"#, None), r#"{"user":"su"}"#);
         assert!(!format!("{s:?}").contains("hunter2"));
-        assert!(refuse_in_params("--target-params", r#"{"user":"su","password":"x"}"#).unwrap_err().contains("--credentials-file"));
+        assert!(refuse_in_params("--target-params", r#"{"user":"su","password":"x"}"#)
+            .unwrap_err()
+            .contains("--credentials-file"));
         assert!(refuse_in_params("--target-params", r#"{"user":"su"}"#).is_ok());
         assert_eq!(without_login(r#"{"user":"su","service":"api"}"#), r#"{"service":"api"}"#);
     }

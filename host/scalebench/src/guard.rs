@@ -9,7 +9,8 @@ use local_stack::guard::LIVE_DEFAULT_PORTS;
 use crate::error::Error;
 
 /// Database names that belong to live installs, never to a scale stack.
-pub const LIVE_DATABASE_NAMES: &[&str] = &["baler", "baler-deploy", "baler_deploy", "timberdoodle", "windrow", "haxall"];
+pub const LIVE_DATABASE_NAMES: &[&str] =
+    &["baler", "baler-deploy", "baler_deploy", "timberdoodle", "windrow", "haxall"];
 
 fn acknowledged(host: &str, live_hosts: &[String]) -> bool {
     live_hosts.iter().any(|h| h.eq_ignore_ascii_case(host))

@@ -227,10 +227,16 @@ mod tests {
         let h = describe(Path::new("/definitely/not/here"));
         assert!(h.nproc >= 1);
         assert!(!h.cpu_affinity.is_empty(), "{h:?}");
-        assert_eq!(h.nproc as usize, h.cpu_affinity.split(',').map(|r| match r.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
-            None => 1,
-        }).sum::<usize>());
+        assert_eq!(
+            h.nproc as usize,
+            h.cpu_affinity
+                .split(',')
+                .map(|r| match r.split_once('-') {
+                    Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                    None => 1,
+                })
+                .sum::<usize>()
+        );
         assert!(h.ram_bytes > 1 << 20, "{h:?}");
         assert!(h.disk_free_bytes > 0, "{h:?}");
         assert!(h.kernel.starts_with("Linux "), "{h:?}");

@@ -147,7 +147,9 @@ pub async fn run(
     let period_ms = model.sample_period_ms()?;
     let adapter = |role: &'static str| -> anyhow::Result<(TargetAdapter, plugin_runtime::adapter_types::Plan)> {
         let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::new(&services, role))?;
-        let plan = a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref())).map_err(user_error)?;
+        let plan = a
+            .configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
+            .map_err(user_error)?;
         Ok((a, plan))
     };
     let (encoder, plan) = adapter("encoder")?;
@@ -166,7 +168,9 @@ pub async fn run(
     }
     // HTTP: headers and judging on an adapter instance of their own.
     let http_rules: Option<Arc<dyn crate::transport::http::IngestRules>> = match plan.transport {
-        TransportPlan::Http => Some(Arc::new(crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0))))),
+        TransportPlan::Http => {
+            Some(Arc::new(crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0)))))
+        }
         _ => None,
     };
     let carrier_opts = CarrierOptions {
@@ -268,8 +272,23 @@ pub async fn run(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        progress.step(i + 1, cfg.steps.len(), points, cfg.interval.as_secs_f64(), (cfg.warmup + cfg.soak).as_secs_f64());
-        let env = crate::step::Env { cfg, stack: &mut *stack, services: &services, budgets, sys: sys.as_ref(), stop: &stop, nproc, progress: &progress };
+        progress.step(
+            i + 1,
+            cfg.steps.len(),
+            points,
+            cfg.interval.as_secs_f64(),
+            (cfg.warmup + cfg.soak).as_secs_f64(),
+        );
+        let env = crate::step::Env {
+            cfg,
+            stack: &mut *stack,
+            services: &services,
+            budgets,
+            sys: sys.as_ref(),
+            stop: &stop,
+            nproc,
+            progress: &progress,
+        };
         let step = crate::step::run(env, &mut session, points).await;
         let step = match step {
             Ok(s) => s,
@@ -343,13 +362,20 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
     let m = tokio::task::spawn_blocking(move || q.lock().unwrap().canary(seq, ts))
         .await
         .map_err(|e| Error::ReadingCheck { detail: e.to_string(), hint: "report this".into() })?
-        .map_err(|e| Error::ReadingCheck { detail: format!("the target could not encode a canary: {e}"), hint: "fix the target adapter".into() })?;
+        .map_err(|e| Error::ReadingCheck {
+            detail: format!("the target could not encode a canary: {e}"),
+            hint: "fix the target adapter".into(),
+        })?;
     let address = m.address.clone();
     let transport = session.carrier.open().await.map_err(|e| Error::ReadingCheck {
         detail: format!("cannot open the transport: {e:#}"),
         hint: "check the stack is running and reachable".into(),
     })?;
-    let batch: Batch = vec![Message { address: Arc::from(m.address.as_str()), payload: bytes::Bytes::from(m.payload), carries: Carries::Canary { seq } }];
+    let batch: Batch = vec![Message {
+        address: Arc::from(m.address.as_str()),
+        payload: bytes::Bytes::from(m.payload),
+        carries: Carries::Canary { seq },
+    }];
     let sent = transport.senders()[0].send(batch).await.is_ok();
     let deadline = Instant::now() + CHECK_ACK_WAIT;
     while sent && transport.counts().canaries_acked < 1 && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {

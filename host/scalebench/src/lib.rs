@@ -11,40 +11,40 @@
 //! - `chart`: SVG charts (plotters); `report`: ladder reports; `compare`: runs side by side.
 //! - `progress`: live progress of `run`.
 
-pub mod catalog;
-pub mod chart;
-pub mod compare;
-pub mod format;
-pub mod progress;
-pub mod report;
-pub mod cli;
-pub mod commands;
-pub mod loadgen;
-pub mod output;
+pub mod atomic_file;
 pub mod broker_sys;
-pub mod clock;
-pub mod error;
-pub mod guard;
-pub mod live_safety;
 pub mod budgets;
 pub mod canary;
-pub mod credentials;
+pub mod catalog;
+pub mod chart;
+pub mod cli;
+pub mod clock;
+pub mod commands;
+pub mod compare;
 pub mod compression;
-pub mod prefill;
-pub mod storage_cost;
+pub mod credentials;
+pub mod error;
+pub mod format;
+pub mod guard;
 pub mod hardware;
-pub mod atomic_file;
 pub mod ladder;
+pub mod live_safety;
+pub mod loadgen;
+pub mod output;
 pub mod points;
-pub mod step;
-pub mod storage;
+pub mod prefill;
 pub mod probes;
+pub mod progress;
+pub mod report;
+pub mod results;
 pub mod services;
 pub mod stack;
-pub mod verdict;
-pub mod transport;
-pub mod results;
+pub mod step;
+pub mod storage;
+pub mod storage_cost;
 pub mod study;
+pub mod transport;
+pub mod verdict;
 
 use cli::{Cli, Command};
 
@@ -86,7 +86,9 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
         Some(error::Error::Budgets { .. } | error::Error::LivePort { .. } | error::Error::LiveName { .. })
     ) {
         2
-    } else if err.downcast_ref::<cli::Interrupted>().is_some() || err.downcast_ref::<commands::prefill::PrefillInterrupted>().is_some() {
+    } else if err.downcast_ref::<cli::Interrupted>().is_some()
+        || err.downcast_ref::<commands::prefill::PrefillInterrupted>().is_some()
+    {
         130
     } else {
         1

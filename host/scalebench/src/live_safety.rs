@@ -42,13 +42,21 @@ pub struct Baseline {
 }
 
 /// Is this sample bad, and why? Pure: the rule itself.
-pub fn judge(cfg: &Config, base: &Baseline, latency: Result<Option<f64>, String>, load_per_cpu: Option<f64>) -> Option<String> {
+pub fn judge(
+    cfg: &Config,
+    base: &Baseline,
+    latency: Result<Option<f64>, String>,
+    load_per_cpu: Option<f64>,
+) -> Option<String> {
     match latency {
         Err(e) => return Some(format!("the live URL did not answer ({e})")),
         Ok(Some(l)) => {
             if let Some(b) = base.latency_s {
                 if l > cfg.latency_factor * b && l >= b + 0.5 {
-                    return Some(format!("live URL took {l:.2} s, baseline {b:.2} s (limit {:.1}x and +0.5 s)", cfg.latency_factor));
+                    return Some(format!(
+                        "live URL took {l:.2} s, baseline {b:.2} s (limit {:.1}x and +0.5 s)",
+                        cfg.latency_factor
+                    ));
                 }
             }
         }
@@ -56,7 +64,10 @@ pub fn judge(cfg: &Config, base: &Baseline, latency: Result<Option<f64>, String>
     }
     if let (Some(l), Some(b)) = (load_per_cpu, base.load_per_cpu) {
         if l > cfg.load_factor * b && l >= 2.0 {
-            return Some(format!("host load per CPU {l:.2}, baseline {b:.2} (limit {:.1}x and at least 2)", cfg.load_factor));
+            return Some(format!(
+                "host load per CPU {l:.2}, baseline {b:.2} (limit {:.1}x and at least 2)",
+                cfg.load_factor
+            ));
         }
     }
     None
@@ -80,7 +91,11 @@ pub struct Watch {
 impl Watch {
     /// Take the baseline before the run; a live URL that does not answer now is an error.
     pub fn start(cfg: Config) -> Result<Watch, Error> {
-        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).redirects(0).user_agent("scalebench-live-safety").build();
+        let agent = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(10))
+            .redirects(0)
+            .user_agent("scalebench-live-safety")
+            .build();
         let latency_s = match &cfg.url {
             None => None,
             Some(url) => {
@@ -117,7 +132,8 @@ impl Watch {
         let lat_value = latency.as_ref().ok().copied().flatten();
         let bad = judge(&self.cfg, &self.base, latency, load);
         self.streak = if bad.is_some() { self.streak + 1 } else { 0 };
-        let trip = (self.streak >= BAD_IN_A_ROW).then(|| format!("{BAD_IN_A_ROW} bad samples in a row, the last: {}", bad.clone().unwrap_or_default()));
+        let trip = (self.streak >= BAD_IN_A_ROW)
+            .then(|| format!("{BAD_IN_A_ROW} bad samples in a row, the last: {}", bad.clone().unwrap_or_default()));
         (LiveSample { elapsed_s, load_per_cpu: load, live_latency_s: lat_value, bad }, trip)
     }
 }

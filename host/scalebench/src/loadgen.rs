@@ -204,7 +204,11 @@ pub fn produce(
             while next_canary_ms <= slot_start_ms && next_canary_ms < end_ms {
                 let m = plugins.adapter.canary(canary_seq, next_canary_ms)?;
                 let address: Arc<str> = Arc::from(m.address.as_str());
-                batches[0].0.push(Message { address, payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } });
+                batches[0].0.push(Message {
+                    address,
+                    payload: Bytes::from(m.payload),
+                    carries: Carries::Canary { seq: canary_seq },
+                });
                 canaries_in_batch.push((canary_seq, next_canary_ms));
                 canary_seq += 1;
                 next_canary_ms += CANARY_EVERY.as_millis() as i64;
@@ -244,9 +248,15 @@ pub fn produce(
     if !stopped_early {
         let ts = now_ms().min(end_ms);
         let m = plugins.adapter.canary(canary_seq, ts)?;
-        let batch = vec![Message { address: Arc::from(m.address.as_str()), payload: Bytes::from(m.payload), carries: Carries::Canary { seq: canary_seq } }];
+        let batch = vec![Message {
+            address: Arc::from(m.address.as_str()),
+            payload: Bytes::from(m.payload),
+            carries: Carries::Canary { seq: canary_seq },
+        }];
         let mut extra = Duration::ZERO;
-        if send_until(&senders[0], batch, stop, Instant::now().max(end_instant) + Duration::from_secs(5), &mut extra) == Sent::Yes {
+        if send_until(&senders[0], batch, stop, Instant::now().max(end_instant) + Duration::from_secs(5), &mut extra)
+            == Sent::Yes
+        {
             live.canaries.lock().unwrap().push((canary_seq, ts));
             canary_seq += 1;
         }
@@ -283,7 +293,13 @@ enum Sent {
 /// never past `deadline` or `stop`: a broker that stops acknowledging must
 /// not pin the producer (and Ctrl-C) forever. Time spent waiting adds to
 /// `waited`.
-fn send_until(tx: &mpsc::Sender<Batch>, mut batch: Batch, stop: &AtomicBool, deadline: Instant, waited: &mut Duration) -> Sent {
+fn send_until(
+    tx: &mpsc::Sender<Batch>,
+    mut batch: Batch,
+    stop: &AtomicBool,
+    deadline: Instant,
+    waited: &mut Duration,
+) -> Sent {
     let mut since: Option<Instant> = None;
     let out = loop {
         match tx.try_send(batch) {
@@ -331,7 +347,11 @@ pub fn split_encoded(
         let tag = readings.points[r];
         let ts_s = readings.ts_ms[r].div_euclid(1000);
         let address = addresses[enc.address_of[i] as usize].clone();
-        each(tag, Message { address, payload: payload.slice(begin..end), carries: Carries::Readings { n: carries, ts_s } }, carries);
+        each(
+            tag,
+            Message { address, payload: payload.slice(begin..end), carries: Carries::Readings { n: carries, ts_s } },
+            carries,
+        );
         begin = end;
         reading_idx += carries as usize;
     }
@@ -343,14 +363,18 @@ pub fn check_encoded(
     addresses: usize,
     readings: usize,
 ) -> Result<(), PluginError> {
-    let bad = |why: String| PluginError::Contract { plugin: adapter.name().to_string(), call: "encode".into(), problem: why };
+    let bad =
+        |why: String| PluginError::Contract { plugin: adapter.name().to_string(), call: "encode".into(), problem: why };
     if enc.address_of.len() != enc.ends.len() {
         return Err(bad(format!("address-of has {} entries but ends has {}", enc.address_of.len(), enc.ends.len())));
     }
     let mut prev = 0u32;
     for (i, &e) in enc.ends.iter().enumerate() {
         if e < prev || e as usize > enc.payload.len() {
-            return Err(bad(format!("ends[{i}] = {e} is out of order or past the payload ({} bytes)", enc.payload.len())));
+            return Err(bad(format!(
+                "ends[{i}] = {e} is out of order or past the payload ({} bytes)",
+                enc.payload.len()
+            )));
         }
         prev = e;
     }
@@ -365,10 +389,17 @@ pub fn check_encoded(
 }
 
 /// Send topology messages for new points through the transport and count them.
-pub fn topology_messages(adapter: &mut TargetAdapter, new_points: &[plugin_runtime::types::TagInfo]) -> Result<Vec<Message>, PluginError> {
+pub fn topology_messages(
+    adapter: &mut TargetAdapter,
+    new_points: &[plugin_runtime::types::TagInfo],
+) -> Result<Vec<Message>, PluginError> {
     Ok(adapter
         .topology(new_points)?
         .into_iter()
-        .map(|m| Message { address: Arc::from(m.address.as_str()), payload: Bytes::from(m.payload), carries: Carries::Topology })
+        .map(|m| Message {
+            address: Arc::from(m.address.as_str()),
+            payload: Bytes::from(m.payload),
+            carries: Carries::Topology,
+        })
         .collect())
 }

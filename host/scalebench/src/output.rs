@@ -16,7 +16,13 @@ pub struct ReadingWriter<W: Write> {
 
 impl<W: Write> ReadingWriter<W> {
     pub fn new(out: W, format: Format) -> std::io::Result<Self> {
-        let mut w = ReadingWriter { out, format, buf: Vec::with_capacity(1 << 20), ryu: ryu::Buffer::new(), itoa: itoa::Buffer::new() };
+        let mut w = ReadingWriter {
+            out,
+            format,
+            buf: Vec::with_capacity(1 << 20),
+            ryu: ryu::Buffer::new(),
+            itoa: itoa::Buffer::new(),
+        };
         if format == Format::Csv {
             w.buf.extend_from_slice(b"point,ts_ms,value\n");
         }

@@ -75,7 +75,14 @@ impl PointTable {
                 }
             };
             self.labels.push_str(&t.label);
-            self.rows.push(Row { kind, unit, markers, site: t.site, equip: t.equip, label_end: self.labels.len() as u32 });
+            self.rows.push(Row {
+                kind,
+                unit,
+                markers,
+                site: t.site,
+                equip: t.equip,
+                label_end: self.labels.len() as u32,
+            });
         }
     }
 
@@ -112,7 +119,12 @@ impl PointTable {
 
 /// The address table of points 0..`points`, asked for slice by slice so the
 /// model's tag records are never all in memory at once.
-pub fn address_table(model: &mut ValueModel, adapter: &mut TargetAdapter, seed: u64, points: u32) -> Result<Vec<Arc<str>>, PluginError> {
+pub fn address_table(
+    model: &mut ValueModel,
+    adapter: &mut TargetAdapter,
+    seed: u64,
+    points: u32,
+) -> Result<Vec<Arc<str>>, PluginError> {
     let mut out = Vec::with_capacity(points as usize);
     let mut at = 0u32;
     while at < points {

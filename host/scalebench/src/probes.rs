@@ -141,10 +141,7 @@ pub fn run_probes_until(
             }
         }
         if let Some((i, reason)) = first_rejection {
-            problems.push(format!(
-                "check failed on {rejected} of {checked} runs (first: {}): {reason}",
-                run_label(i)
-            ));
+            problems.push(format!("check failed on {rejected} of {checked} runs (first: {}): {reason}", run_label(i)));
         }
         // A run that ended after the load did not run under load.
         if load_over.load(std::sync::atomic::Ordering::Relaxed) {
@@ -156,7 +153,11 @@ pub fn run_probes_until(
                 description: probe.description.clone(),
                 ok: false,
                 rows,
-                error: Some(format!("{NOT_UNDER_LOAD} ({} of {} runs done under load)", times.len().saturating_sub(1), warm_runs + 1)),
+                error: Some(format!(
+                    "{NOT_UNDER_LOAD} ({} of {} runs done under load)",
+                    times.len().saturating_sub(1),
+                    warm_runs + 1
+                )),
                 ..Default::default()
             });
             continue;

@@ -133,7 +133,12 @@ impl Progress {
     /// Step `i` of `n` starts: `points` every `interval_s`, a load of `load_s`.
     pub fn step(&self, i: usize, n: usize, points: u64, interval_s: f64, load_s: f64) {
         let rps = points as f64 / interval_s;
-        let head = format!("step {i}/{n}: {} points every {} = {} readings/s", thousands(points), seconds(interval_s), whole(rps));
+        let head = format!(
+            "step {i}/{n}: {} points every {} = {} readings/s",
+            thousands(points),
+            seconds(interval_s),
+            whole(rps)
+        );
         *self.prefix.lock().unwrap() = format!("[{} pts]", thousands(points));
         self.line(&head);
         if let Display::Bar(bar) = &self.display {

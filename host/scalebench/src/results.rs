@@ -336,7 +336,8 @@ impl RunResult {
 
     pub fn load(path: &Path) -> anyhow::Result<RunResult> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not a scalebench ladder result: {e}", path.display()))
+        serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{} is not a scalebench ladder result: {e}", path.display()))
     }
 
     pub fn path_in(dir: &Path, run_id: &str) -> PathBuf {

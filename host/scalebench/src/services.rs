@@ -143,7 +143,9 @@ impl StackServices {
                 bail!("HTTP service `{name}`: base URL {url:?} must start with http:// (this build has no TLS)");
             };
             if rest.is_empty() || rest.starts_with('/') || rest.contains(['?', '#', '@']) {
-                bail!("HTTP service `{name}`: base URL {url:?} needs a host[:port], and no query, fragment or user info");
+                bail!(
+                    "HTTP service `{name}`: base URL {url:?} needs a host[:port], and no query, fragment or user info"
+                );
             }
             bases.insert(name, url);
         }
@@ -316,7 +318,10 @@ impl StackServices {
             }
             Err(e) => {
                 if self.databases.contains_key(database) {
-                    self.record(plugin, Timing { kind: "sql", service: database.into(), what, duration: Duration::ZERO, ok: false });
+                    self.record(
+                        plugin,
+                        Timing { kind: "sql", service: database.into(), what, duration: Duration::ZERO, ok: false },
+                    );
                 }
                 (Err(e), None)
             }
@@ -342,10 +347,14 @@ impl StackServices {
             format!("unknown HTTP service `{service}`; this run's HTTP services are: {}", known(self.http_bases.keys()))
         })?;
         if !path.starts_with('/') || path.starts_with("//") {
-            return Err(format!("HTTP path {path:?} must start with a single `/` (the host adds the service's address)"));
+            return Err(format!(
+                "HTTP path {path:?} must start with a single `/` (the host adds the service's address)"
+            ));
         }
         if path.chars().any(|c| c.is_ascii_control() || c == ' ' || c == '\\') {
-            return Err(format!("HTTP path {path:?} has spaces, backslashes or control characters; percent-encode them"));
+            return Err(format!(
+                "HTTP path {path:?} has spaces, backslashes or control characters; percent-encode them"
+            ));
         }
         Ok(format!("{base}{path}"))
     }
@@ -365,7 +374,10 @@ impl StackServices {
         let mut req = self.agent.request(&method, &url);
         for (k, v) in &request.headers {
             if k.eq_ignore_ascii_case("host") {
-                return (Err("a plugin may not set the Host header: the host addresses the stack's services".into()), None);
+                return (
+                    Err("a plugin may not set the Host header: the host addresses the stack's services".into()),
+                    None,
+                );
             }
             req = req.set(k, v);
         }
@@ -381,7 +393,10 @@ impl StackServices {
             Err(e) => Err(format!("{method} {} on HTTP service `{}`: {e}", request.path, request.service)),
         };
         let d = t0.elapsed();
-        self.record(plugin, Timing { kind: "http", service: request.service.clone(), what, duration: d, ok: result.is_ok() });
+        self.record(
+            plugin,
+            Timing { kind: "http", service: request.service.clone(), what, duration: d, ok: result.is_ok() },
+        );
         (result, Some(d))
     }
 }
@@ -767,13 +782,7 @@ pub fn timestamp_text(us: i64, utc: bool) -> String {
         Some((yy, bc)) => (format!("{yy}-{m:02}-{d:02}"), format!(" {bc}")),
         None => (format!("{}-{m:02}-{d:02}", year_text(y)), String::new()),
     };
-    format!(
-        "{date}T{:02}:{:02}:{:02}{frac}{}{bc}",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60,
-        if utc { "Z" } else { "" }
-    )
+    format!("{date}T{:02}:{:02}:{:02}{frac}{}{bc}", sod / 3600, sod / 60 % 60, sod % 60, if utc { "Z" } else { "" })
 }
 
 /// A PostgreSQL date (days since 2000-01-01) as `YYYY-MM-DD`.
@@ -796,7 +805,8 @@ impl Drop for StackServices {
     /// runtime of its own, which panics inside an async context: the last
     /// reference may be dropped there, so close connections on a plain thread.
     fn drop(&mut self) {
-        let roles: Vec<std::sync::Arc<Conn>> = self.conns.get_mut().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, c)| c).collect();
+        let roles: Vec<std::sync::Arc<Conn>> =
+            self.conns.get_mut().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, c)| c).collect();
         let conns: Vec<Conn> = self.ping_conns.drain().map(|(_, c)| c).collect();
         let _ = std::thread::spawn(move || drop((roles, conns))).join();
     }
@@ -869,7 +879,10 @@ mod tests {
         assert!(e.contains("unknown database service `mysql`") && e.contains("`postgres`"), "{e}");
         assert!(d.is_none());
         assert_eq!(s.url_for("api", "/x?y=1").unwrap(), "http://127.0.0.1:1/x?y=1");
-        assert!(s.url_for("gateway", "/").unwrap_err().contains("known") || s.url_for("gateway", "/").unwrap_err().contains("`api`"));
+        assert!(
+            s.url_for("gateway", "/").unwrap_err().contains("known")
+                || s.url_for("gateway", "/").unwrap_err().contains("`api`")
+        );
         assert!(s.url_for("api", "//evil.example/x").is_err());
         assert!(s.url_for("api", "x").is_err());
         let req = HttpRequest {

@@ -33,11 +33,11 @@ use crate::clock::utc_now;
 use crate::hardware;
 use crate::ladder::{FaultKind, LadderConfig, Session};
 use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive, ProducerReport};
+use crate::progress::{Phase, Tick};
 use crate::results::*;
 use crate::services::StackServices;
 use crate::stack::{health_delta, ProcSample, StackDriver};
 use crate::transport::{AckCounts, Transport};
-use crate::progress::{Phase, Tick};
 use crate::verdict;
 
 /// What a step borrows from the run.
@@ -85,10 +85,13 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     let health_after = env.stack.health_totals();
     env.progress.phase(Phase::Count, "stored vs acked, second by second");
     let counted = count(&env, session, &offered, &drained).await?;
-    let (mut step, ctx) = assemble(&env, session, points, topology, offered, drained, counted, started_utc, step_started).await;
+    let (mut step, ctx) =
+        assemble(&env, session, points, topology, offered, drained, counted, started_utc, step_started).await;
     match (health_before, health_after) {
         (Some(b), Some(a)) => step.containers = health_delta(&b, &a),
-        _ => step.unmeasured.push("restarts and OOM kills: this stack's processes are not visible to scalebench (external stack)".into()),
+        _ => step.unmeasured.push(
+            "restarts and OOM kills: this stack's processes are not visible to scalebench (external stack)".into(),
+        ),
     }
     let (status, reasons) = verdict::decide(&step, &ctx);
     step.status = status;
@@ -98,7 +101,12 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
 
 // ---- 1. topology ---------------------------------------------------------
 
-async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &dyn Transport, points: u64) -> anyhow::Result<Topology> {
+async fn send_topology(
+    env: &Env<'_>,
+    session: &mut Session,
+    transport: &dyn Transport,
+    points: u64,
+) -> anyhow::Result<Topology> {
     let have = session.tags.len() as u64;
     let mut topology = Topology::default();
     if points <= have {
@@ -134,7 +142,10 @@ async fn send_topology(env: &Env<'_>, session: &mut Session, transport: &dyn Tra
         // At the broker's pace: wait for this slice's acks, giving up after
         // a minute without progress.
         let mut last = (transport.counts().topology_acked, Instant::now());
-        while acks_expected && transport.counts().topology_acked < topology.messages && !env.stop.load(Ordering::Relaxed) {
+        while acks_expected
+            && transport.counts().topology_acked < topology.messages
+            && !env.stop.load(Ordering::Relaxed)
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
             let now = transport.counts().topology_acked;
             if now != last.0 {
@@ -178,7 +189,11 @@ struct Offered {
     frozen: Vec<String>,
 }
 
-fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, Option<u64>>) -> (Option<String>, Vec<String>) {
+fn disk_check(
+    dirs: &[(&str, &Path)],
+    min_free: u64,
+    out: &mut BTreeMap<String, Option<u64>>,
+) -> (Option<String>, Vec<String>) {
     let mut low = None;
     let mut unmeasured = Vec::new();
     for (what, dir) in dirs {
@@ -186,7 +201,12 @@ fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, 
         out.insert(what.to_string(), free);
         match free {
             Some(f) if f < min_free => {
-                low = Some(format!("{what} ({}): {:.1} GB free, below {:.1} GB", dir.display(), f as f64 / 1e9, min_free as f64 / 1e9));
+                low = Some(format!(
+                    "{what} ({}): {:.1} GB free, below {:.1} GB",
+                    dir.display(),
+                    f as f64 / 1e9,
+                    min_free as f64 / 1e9
+                ));
             }
             Some(_) => {}
             None => unmeasured.push(format!("free disk of the {what} ({}): statvfs failed", dir.display())),
@@ -195,7 +215,12 @@ fn disk_check(dirs: &[(&str, &Path)], min_free: u64, out: &mut BTreeMap<String, 
     (low, unmeasured)
 }
 
-async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transport, points: u64) -> anyhow::Result<Offered> {
+async fn offer(
+    env: &mut Env<'_>,
+    session: &mut Session,
+    transport: &dyn Transport,
+    points: u64,
+) -> anyhow::Result<Offered> {
     let cfg = env.cfg;
     let target_rps = points as f64 / cfg.interval.as_secs_f64();
     let live = Arc::new(ProducerLive::default());
@@ -209,10 +234,12 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
     };
     // The producer stops on Ctrl-C or when this step must end early (live-safety).
     let step_stop = Arc::new(AtomicBool::new(false));
-    let mut plugins = Plugins { model: session.model.take().expect("model"), adapter: session.encoder.take().expect("encoder") };
+    let mut plugins =
+        Plugins { model: session.model.take().expect("model"), adapter: session.encoder.take().expect("encoder") };
     let addresses: Arc<Vec<Arc<str>>> = Arc::new(session.addresses.clone());
     let producer = {
-        let (live, stop, spec, addresses, senders) = (live.clone(), step_stop.clone(), spec.clone(), addresses.clone(), transport.senders());
+        let (live, stop, spec, addresses, senders) =
+            (live.clone(), step_stop.clone(), spec.clone(), addresses.clone(), transport.senders());
         std::thread::Builder::new().name("producer".into()).spawn(move || {
             let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
             (plugins, r)
@@ -279,11 +306,18 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
     let mut last_t = Instant::now();
     let load_s = (cfg.warmup + cfg.soak).as_secs_f64();
     let mut phase = if cfg.warmup.is_zero() { Phase::Soak } else { Phase::WarmUp };
-    env.progress.phase(phase, &format!("{} of load", crate::format::seconds(if cfg.warmup.is_zero() { cfg.soak } else { cfg.warmup }.as_secs_f64())));
+    env.progress.phase(
+        phase,
+        &format!(
+            "{} of load",
+            crate::format::seconds(if cfg.warmup.is_zero() { cfg.soak } else { cfg.warmup }.as_secs_f64())
+        ),
+    );
     let mut last_written: Option<(Instant, f64)> = None;
     let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
     // Faults to inject: (when, service, kind); frozen services to thaw.
-    let mut faults: Vec<(Instant, String, FaultKind)> = cfg.faults.iter().map(|f| (load_started + f.after, f.service.clone(), f.kind)).collect();
+    let mut faults: Vec<(Instant, String, FaultKind)> =
+        cfg.faults.iter().map(|f| (load_started + f.after, f.service.clone(), f.kind)).collect();
     let mut thaw: Vec<(Instant, String)> = Vec::new();
 
     while !producer.is_finished() {
@@ -300,7 +334,14 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
         inject_faults(env.stack, now, &mut faults, &mut thaw, &mut o.unmeasured);
         if phase == Phase::WarmUp && now >= warmup_end {
             phase = Phase::Soak;
-            env.progress.phase(phase, &format!("{} of load, sampled every {}", crate::format::seconds(cfg.soak.as_secs_f64()), crate::format::seconds(cfg.sample_every.as_secs_f64())));
+            env.progress.phase(
+                phase,
+                &format!(
+                    "{} of load, sampled every {}",
+                    crate::format::seconds(cfg.soak.as_secs_f64()),
+                    crate::format::seconds(cfg.sample_every.as_secs_f64())
+                ),
+            );
         }
         if o.soak_proc_start.is_none() && now >= warmup_end {
             o.soak_proc_start = Some(env.stack.sample_processes());
@@ -313,12 +354,23 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
             if let Some(mut ps) = session.probe_set.take() {
                 phase = Phase::Probes;
                 env.progress.phase(phase, "read probes timed at mid-soak, under load");
-                let (svc, tags, b, params, runs, until) =
-                    (env.services.clone(), session.tags.spread(crate::points::PROBE_POINTS_MAX), env.budgets.clone(), crate::credentials::with_password(&cfg.probe_params, cfg.target_password.as_ref()), cfg.probe_warm_runs, probes_until.clone());
+                let (svc, tags, b, params, runs, until) = (
+                    env.services.clone(),
+                    session.tags.spread(crate::points::PROBE_POINTS_MAX),
+                    env.budgets.clone(),
+                    crate::credentials::with_password(&cfg.probe_params, cfg.target_password.as_ref()),
+                    cfg.probe_warm_runs,
+                    probes_until.clone(),
+                );
                 probes_task = Some(tokio::task::spawn_blocking(move || {
                     let results = match ps.setup(&params, &tags) {
                         Ok(probes) => crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until),
-                        Err(e) => vec![ProbeResult { name: "setup".into(), ok: false, error: Some(e.to_string()), ..Default::default() }],
+                        Err(e) => vec![ProbeResult {
+                            name: "setup".into(),
+                            ok: false,
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        }],
                     };
                     (ps, results)
                 }));
@@ -361,7 +413,9 @@ async fn offer(env: &mut Env<'_>, session: &mut Session, transport: &dyn Transpo
             let pg_roundtrip_s = if svc.database_names().is_empty() {
                 None
             } else {
-                tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64())).await.unwrap_or(None)
+                tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()))
+                    .await
+                    .unwrap_or(None)
             };
             let lag_s = match transport.canary_acks() {
                 Some(acks) => {
@@ -500,7 +554,13 @@ fn generator_memory(session: &Session) -> BTreeMap<String, u64> {
 }
 
 /// Inject the calibration faults that are due; thaw frozen services on time.
-fn inject_faults(stack: &mut dyn StackDriver, now: Instant, faults: &mut Vec<(Instant, String, FaultKind)>, thaw: &mut Vec<(Instant, String)>, unmeasured: &mut Vec<String>) {
+fn inject_faults(
+    stack: &mut dyn StackDriver,
+    now: Instant,
+    faults: &mut Vec<(Instant, String, FaultKind)>,
+    thaw: &mut Vec<(Instant, String)>,
+    unmeasured: &mut Vec<String>,
+) {
     let mut i = 0;
     while i < faults.len() {
         if now < faults[i].0 {
@@ -549,7 +609,12 @@ struct Drained {
     drain_note: Option<String>,
 }
 
-async fn drain(env: &Env<'_>, session: &mut Session, transport: Box<dyn Transport>, o: &Offered) -> anyhow::Result<Drained> {
+async fn drain(
+    env: &Env<'_>,
+    session: &mut Session,
+    transport: Box<dyn Transport>,
+    o: &Offered,
+) -> anyhow::Result<Drained> {
     let cfg = env.cfg;
     let canary_acks = transport.canary_acks();
     let counts = transport.finish(Duration::from_secs(if o.interrupted { 2 } else { 30 })).await;
@@ -572,14 +637,19 @@ async fn drain(env: &Env<'_>, session: &mut Session, transport: Box<dyn Transpor
     }
     o.stop_poll.store(true, Ordering::Relaxed);
     let window = Window { start_ms: o.report.start_ms, end_ms: o.report.end_ms };
-    let acked_total: u64 = counts.acked_by_second.range(window.start_ms.div_euclid(1000)..window.end_ms.div_euclid(1000) + 1).map(|(_, n)| n).sum();
+    let acked_total: u64 = counts
+        .acked_by_second
+        .range(window.start_ms.div_euclid(1000)..window.end_ms.div_euclid(1000) + 1)
+        .map(|(_, n)| n)
+        .sum();
     let stream_note = session.count.failure().await;
     let mut drain_note = None;
     let stored_by_second = if !session.count.settles() {
         session.count.stored(window).await?
     } else {
         // Stored counts must hold still over several reads (or reach acked).
-        let stable_deadline = Instant::now() + if o.interrupted { Duration::from_secs(2) } else { Duration::from_secs(60) };
+        let stable_deadline =
+            Instant::now() + if o.interrupted { Duration::from_secs(2) } else { Duration::from_secs(60) };
         let mut last_sum = u64::MAX;
         let mut stable = 0u32;
         loop {
@@ -591,7 +661,9 @@ async fn drain(env: &Env<'_>, session: &mut Session, transport: Box<dyn Transpor
                 break by_second;
             }
             if Instant::now() >= stable_deadline {
-                drain_note = Some(format!("stored counts still changing when the drain deadline came ({sum} of {acked_total} acked)"));
+                drain_note = Some(format!(
+                    "stored counts still changing when the drain deadline came ({sum} of {acked_total} acked)"
+                ));
                 break by_second;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -658,7 +730,8 @@ async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> a
         slowest_5s = Some(slowest_5s.map_or(rate, |m: f64| m.min(rate)));
         w += 1;
     }
-    let stored_soak: u64 = d.stored_by_second.range(soak_from_ms.div_euclid(1000)..soak_to_ms.div_euclid(1000)).map(|(_, n)| n).sum();
+    let stored_soak: u64 =
+        d.stored_by_second.range(soak_from_ms.div_euclid(1000)..soak_to_ms.div_euclid(1000)).map(|(_, n)| n).sum();
     let stored_rps = match (o.written_at_soak_start, o.written_at_end) {
         (Some((t0, n0)), Some((t1, n1))) if t1 > t0 => Some((n1 - n0).max(0.0) / t1.duration_since(t0).as_secs_f64()),
         _ => None,
@@ -712,10 +785,19 @@ async fn assemble(
         for p in &o.soak_proc_end {
             if let Some(q) = start.iter().find(|q| q.name == p.name) {
                 let wall = p.at.duration_since(q.at).as_secs_f64().max(1e-3);
-                let mut r = Resource { cpu_percent: (p.cpu_seconds - q.cpu_seconds) / wall * 100.0, ..Default::default() };
+                let mut r =
+                    Resource { cpu_percent: (p.cpu_seconds - q.cpu_seconds) / wall * 100.0, ..Default::default() };
                 r.rss_bytes_last = p.rss_bytes;
-                r.rss_bytes_max = o.proc_samples.iter().flatten().filter(|x| x.name == p.name).map(|x| x.rss_bytes).max().unwrap_or(p.rss_bytes);
-                r.cpu_percent_max = o.samples.iter().filter_map(|s| s.cpu_percent.get(&p.name)).cloned().fold(0.0, f64::max);
+                r.rss_bytes_max = o
+                    .proc_samples
+                    .iter()
+                    .flatten()
+                    .filter(|x| x.name == p.name)
+                    .map(|x| x.rss_bytes)
+                    .max()
+                    .unwrap_or(p.rss_bytes);
+                r.cpu_percent_max =
+                    o.samples.iter().filter_map(|s| s.cpu_percent.get(&p.name)).cloned().fold(0.0, f64::max);
                 r.mem_limit_bytes = p.mem_limit_bytes;
                 r.blkio_read_bytes = p.blkio_read_bytes.zip(q.blkio_read_bytes).map(|(a, b)| a.saturating_sub(b));
                 r.blkio_write_bytes = p.blkio_write_bytes.zip(q.blkio_write_bytes).map(|(a, b)| a.saturating_sub(b));
@@ -769,9 +851,15 @@ async fn assemble(
             publish_errors: counts.errors,
             rejected: counts.readings_rejected,
             cpu_s: o.cpu_s,
-            cpu_us_per_acked: if counts.readings_acked > 0 { o.cpu_s * 1e6 / counts.readings_acked as f64 } else { 0.0 },
+            cpu_us_per_acked: if counts.readings_acked > 0 {
+                o.cpu_s * 1e6 / counts.readings_acked as f64
+            } else {
+                0.0
+            },
             rss_peak_bytes: hardware::self_peak_rss_bytes(),
-            memory_bytes_per_point: Some(generator_memory.values().sum::<u64>() as f64 / session.tags.len().max(1) as f64),
+            memory_bytes_per_point: Some(
+                generator_memory.values().sum::<u64>() as f64 / session.tags.len().max(1) as f64,
+            ),
             memory_bytes: generator_memory,
         },
         ingest: Ingest {
@@ -800,12 +888,20 @@ async fn assemble(
         topology,
         unmeasured,
         live_safety: std::mem::take(&mut o.live_samples),
-    }
-    ;
-    let mut ctx = verdict::Context { interrupted: o.interrupted, disk_low: o.disk_low, live_safety: o.live_safety.clone(), ..Default::default() };
+    };
+    let mut ctx = verdict::Context {
+        interrupted: o.interrupted,
+        disk_low: o.disk_low,
+        live_safety: o.live_safety.clone(),
+        ..Default::default()
+    };
     ctx.sut_failures.extend(d.stream_note);
     if counts.errors > 0 && session.carrier.ack_means_stored() {
-        ctx.sut_failures.push(format!("{} JetStream publish errors ({})", counts.errors, counts.error_samples.join("; ")));
+        ctx.sut_failures.push(format!(
+            "{} JetStream publish errors ({})",
+            counts.errors,
+            counts.error_samples.join("; ")
+        ));
     }
     if counts.readings_rejected > 0 {
         ctx.sut_failures.push(format!(
@@ -825,7 +921,11 @@ async fn assemble(
 /// path sees it) and storage sizes, from the counting adapter's stats.
 async fn read_stats(session: &Session, stored_rps: Option<f64>) -> (Db, Durability) {
     let q = session.counter.clone();
-    let stats = tokio::task::spawn_blocking(move || q.lock().unwrap().stats()).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+    let stats = tokio::task::spawn_blocking(move || q.lock().unwrap().stats())
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_default();
     let mut db = Db::default();
     let mut durability = Durability::default();
     for s in &stats {
@@ -854,7 +954,9 @@ async fn read_stats(session: &Session, stored_rps: Option<f64>) -> (Db, Durabili
     durability.scope = if ingest_known { "ingest path".into() } else { "server-level only".into() };
     durability.comparable = server
         && (!ingest_known
-            || (on(&durability.ingest_fsync) && on(&durability.ingest_synchronous_commit) && on(&durability.ingest_full_page_writes)));
+            || (on(&durability.ingest_fsync)
+                && on(&durability.ingest_synchronous_commit)
+                && on(&durability.ingest_full_page_writes)));
     if let (Some(b), Some(r), Some(rps)) = (db.table_bytes, db.rows_estimate, stored_rps) {
         if r > 0.0 {
             db.bytes_per_row = Some(b / r);

@@ -77,11 +77,19 @@ impl StoredCount for StreamCount {
             // cut short is never taken as the count (it would be loss).
             let deadline = std::time::Instant::now() + COUNT_DEADLINE;
             loop {
-                let attempt = nats_transport::stored_per_second(&self.client, &self.stream, (window.start_ms, window.end_ms), Duration::from_secs(3)).await;
+                let attempt = nats_transport::stored_per_second(
+                    &self.client,
+                    &self.stream,
+                    (window.start_ms, window.end_ms),
+                    Duration::from_secs(3),
+                )
+                .await;
                 let problem = match attempt {
                     Ok((per_second, read)) => match nats_transport::stream_state(&self.client, &self.stream).await {
                         Some((held, _)) if read >= held => return Ok(per_second),
-                        Some((held, _)) => format!("the read ended after {read} of the {held} messages the stream holds"),
+                        Some((held, _)) => {
+                            format!("the read ended after {read} of the {held} messages the stream holds")
+                        }
                         None => "the stream's state could not be read".to_string(),
                     },
                     Err(e) => e,
@@ -134,11 +142,13 @@ pub async fn count_for(
     Ok(match plan {
         StoragePlan::Sql(_) | StoragePlan::Http(_) => Box::new(AdapterCount { adapter: counter.clone() }),
         StoragePlan::Jetstream(stream) => {
-            let ep = stack.service_of_kind(crate::stack::ServiceKind::Nats).ok_or_else(|| crate::error::Error::MissingService {
-                target: target.into(),
-                what: "a NATS server (its storage plan counts a JetStream stream)".into(),
-                stack: stack.kind().into(),
-                has: stack.describe_services(),
+            let ep = stack.service_of_kind(crate::stack::ServiceKind::Nats).ok_or_else(|| {
+                crate::error::Error::MissingService {
+                    target: target.into(),
+                    what: "a NATS server (its storage plan counts a JetStream stream)".into(),
+                    stack: stack.kind().into(),
+                    has: stack.describe_services(),
+                }
             })?;
             let client = nats_transport::connect(&ep.address).await?;
             let max_msgs = jetstream.filter(|(s, _)| s == stream).map(|(_, m)| m).unwrap_or(0);

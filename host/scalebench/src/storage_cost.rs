@@ -83,7 +83,13 @@ impl StoreResult {
     }
 
     pub fn push(&mut self, model: &str, readings: u64, bytes: u64, parts: Vec<(String, u64)>) {
-        self.models.push(ModelBytes { model: model.into(), readings, bytes, bytes_per_reading: bytes as f64 / readings.max(1) as f64, parts });
+        self.models.push(ModelBytes {
+            model: model.into(),
+            readings,
+            bytes,
+            bytes_per_reading: bytes as f64 / readings.max(1) as f64,
+            parts,
+        });
     }
 
     pub fn finish(&mut self) {
@@ -121,7 +127,9 @@ pub fn write_parquet(r: &Readings, path: &Path, float_split: bool) -> anyhow::Re
     let mut props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?));
     if float_split {
         let value = ColumnPath::from("value");
-        props = props.set_column_dictionary_enabled(value.clone(), false).set_column_encoding(value, Encoding::BYTE_STREAM_SPLIT);
+        props = props
+            .set_column_dictionary_enabled(value.clone(), false)
+            .set_column_encoding(value, Encoding::BYTE_STREAM_SPLIT);
     }
     let file = std::fs::File::create(path)?;
     let mut w = SerializedFileWriter::new(file, schema, Arc::new(props.build()))?;
@@ -172,7 +180,11 @@ pub fn write_tsink(r: &Readings, dir: &Path) -> anyhow::Result<u64> {
     for k in 0..r.intervals {
         for (p, key) in r.keys.iter().enumerate() {
             let v = r.values[p * r.intervals + k];
-            batch.push(tsink::Row::with_labels("reading", vec![tsink::Label::new("point", key.as_str())], tsink::DataPoint::new(r.ts_ms(p, k), v)));
+            batch.push(tsink::Row::with_labels(
+                "reading",
+                vec![tsink::Label::new("point", key.as_str())],
+                tsink::DataPoint::new(r.ts_ms(p, k), v),
+            ));
             if batch.len() == 10_000 {
                 storage.insert_rows(&batch).map_err(|e| anyhow::anyhow!("tsink: insert failed: {e}"))?;
                 batch.clear();
@@ -204,7 +216,14 @@ mod tests {
                 v.push(values(p, i));
             }
         }
-        Readings { model: "m".into(), keys: (0..n).map(|p| format!("s0/e0/p{p}")).collect(), start_ms: 1_767_225_600_000, interval_ms: 5000, intervals: k, values: v }
+        Readings {
+            model: "m".into(),
+            keys: (0..n).map(|p| format!("s0/e0/p{p}")).collect(),
+            start_ms: 1_767_225_600_000,
+            interval_ms: 5000,
+            intervals: k,
+            values: v,
+        }
     }
 
     #[test]

@@ -79,7 +79,9 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     }
     let g = &step.generator;
     let pushback = held_back_too_long(g.held_back_s, g.soak_s);
-    if step.target_rps > 0.0 && (pushback || (g.achieved_ratio < MIN_ACHIEVED_RATIO && g.offered_ratio >= MIN_OFFERED_RATIO)) {
+    if step.target_rps > 0.0
+        && (pushback || (g.achieved_ratio < MIN_ACHIEVED_RATIO && g.offered_ratio >= MIN_OFFERED_RATIO))
+    {
         fail.push(format!(
             "pushback: the SUT accepted {:.0} readings/s of the {:.0}/s target ({:.1}%{}); the transport was held back {:.1} s of the {:.0} s soak{}",
             g.achieved_rps,
@@ -117,11 +119,18 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
             } else {
                 "exit"
             };
-            fail.push(format!("{svc}: {what} (restarts {}, OOM kills {}, now {}){how}", h.restarts, h.oom_kills, h.state));
+            fail.push(format!(
+                "{svc}: {what} (restarts {}, OOM kills {}, now {}){how}",
+                h.restarts, h.oom_kills, h.state
+            ));
         }
     }
 
-    if step.target_rps > 0.0 && !pushback && g.offered_ratio < MIN_OFFERED_RATIO && g.achieved_ratio < MIN_ACHIEVED_RATIO {
+    if step.target_rps > 0.0
+        && !pushback
+        && g.offered_ratio < MIN_OFFERED_RATIO
+        && g.achieved_ratio < MIN_ACHIEVED_RATIO
+    {
         inconclusive.push(format!(
             "generator offered {:.1}% of the target rate ({:.0} of {:.0} readings/s) without being held back by the SUT ({:.1} s): a generator limit, not the SUT's",
             g.offered_ratio * 100.0,
@@ -179,8 +188,20 @@ mod tests {
                 soak_s: 30.0,
                 ..Default::default()
             },
-            ingest: Ingest { acked: 6000, stored: 6000, stored_ratio: 1.0, broker_dropped_delta: Some(0.0), ..Default::default() },
-            lag: Lag { canaries_sent: 15, p95_s: Some(0.3), first_third_median_s: Some(0.2), last_third_median_s: Some(0.25), ..Default::default() },
+            ingest: Ingest {
+                acked: 6000,
+                stored: 6000,
+                stored_ratio: 1.0,
+                broker_dropped_delta: Some(0.0),
+                ..Default::default()
+            },
+            lag: Lag {
+                canaries_sent: 15,
+                p95_s: Some(0.3),
+                first_third_median_s: Some(0.2),
+                last_third_median_s: Some(0.25),
+                ..Default::default()
+            },
             broker: Default::default(),
             resources: Default::default(),
             containers: Default::default(),
@@ -202,18 +223,86 @@ mod tests {
     #[test]
     fn each_rule_fails_the_step_with_its_reason() {
         let cases: Vec<(Box<dyn Fn(&mut StepResult)>, &str)> = vec![
-            (Box::new(|s| { s.ingest.stored = 5880; s.ingest.stored_ratio = 0.98; }), "data loss"),
+            (
+                Box::new(|s| {
+                    s.ingest.stored = 5880;
+                    s.ingest.stored_ratio = 0.98;
+                }),
+                "data loss",
+            ),
             (Box::new(|s| s.ingest.short_seconds_count = 2), "second(s)"),
             (Box::new(|s| s.lag.lost = 1), "lost canaries"),
             (Box::new(|s| s.ingest.broker_dropped_delta = Some(935.0)), "broker dropped"),
-            (Box::new(|s| { s.generator.held_back_s = 10.0; }), "pushback"),
-            (Box::new(|s| { s.generator.achieved_rps = 100.0; s.generator.achieved_ratio = 0.5; }), "pushback"),
-            (Box::new(|s| { s.containers.insert("mosquitto".into(), ServiceHealth { restarts: 1, state: "running".into(), exits: vec!["killed by signal 9 (SIGKILL)".into()], ..Default::default() }); }), "mosquitto: restart"),
-            (Box::new(|s| { s.containers.insert("postgres".into(), ServiceHealth { restarts: 1, oom_kills: 1, oom_measured: true, state: "running".into(), ..Default::default() }); }), "postgres: OOM kill"),
+            (
+                Box::new(|s| {
+                    s.generator.held_back_s = 10.0;
+                }),
+                "pushback",
+            ),
+            (
+                Box::new(|s| {
+                    s.generator.achieved_rps = 100.0;
+                    s.generator.achieved_ratio = 0.5;
+                }),
+                "pushback",
+            ),
+            (
+                Box::new(|s| {
+                    s.containers.insert(
+                        "mosquitto".into(),
+                        ServiceHealth {
+                            restarts: 1,
+                            state: "running".into(),
+                            exits: vec!["killed by signal 9 (SIGKILL)".into()],
+                            ..Default::default()
+                        },
+                    );
+                }),
+                "mosquitto: restart",
+            ),
+            (
+                Box::new(|s| {
+                    s.containers.insert(
+                        "postgres".into(),
+                        ServiceHealth {
+                            restarts: 1,
+                            oom_kills: 1,
+                            oom_measured: true,
+                            state: "running".into(),
+                            ..Default::default()
+                        },
+                    );
+                }),
+                "postgres: OOM kill",
+            ),
             (Box::new(|s| s.lag.p95_s = Some(31.0)), "p95 lag"),
-            (Box::new(|s| { s.lag.first_third_median_s = Some(1.0); s.lag.last_third_median_s = Some(12.0); }), "growing backlog"),
-            (Box::new(|s| s.probes.push(ProbeResult { name: "latest-all".into(), ok: false, error: Some("over budget".into()), ..Default::default() })), "probe latest-all"),
-            (Box::new(|s| { s.containers.insert("reference-historian".into(), ServiceHealth { state: "exited".into(), ..Default::default() }); }), "reference-historian"),
+            (
+                Box::new(|s| {
+                    s.lag.first_third_median_s = Some(1.0);
+                    s.lag.last_third_median_s = Some(12.0);
+                }),
+                "growing backlog",
+            ),
+            (
+                Box::new(|s| {
+                    s.probes.push(ProbeResult {
+                        name: "latest-all".into(),
+                        ok: false,
+                        error: Some("over budget".into()),
+                        ..Default::default()
+                    })
+                }),
+                "probe latest-all",
+            ),
+            (
+                Box::new(|s| {
+                    s.containers.insert(
+                        "reference-historian".into(),
+                        ServiceHealth { state: "exited".into(), ..Default::default() },
+                    );
+                }),
+                "reference-historian",
+            ),
         ];
         for (change, want) in cases {
             let mut s = good();

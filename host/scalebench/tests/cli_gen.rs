@@ -6,7 +6,8 @@ use crate::common::*;
 #[test]
 fn gen_writes_byte_identical_output_for_the_same_seed() {
     for format in ["csv", "jsonl"] {
-        let args = ["gen", "--model", "plant-shaped", "--tags", "300", "--samples", "20", "--seed", "7", "--format", format];
+        let args =
+            ["gen", "--model", "plant-shaped", "--tags", "300", "--samples", "20", "--seed", "7", "--format", format];
         let a = scalebench(&args);
         let b = scalebench(&args);
         assert!(a.status.success(), "{}", stderr(&a));
@@ -34,7 +35,17 @@ fn gen_out_is_written_whole_or_not_at_all() {
 
     // A model that fails half-way leaves no file behind.
     let bad = dir.path().join("never.csv");
-    let out = scalebench(&["gen", "--model", bad_plugin("trap").to_str().unwrap(), "--tags", "5", "--samples", "2", "--out", bad.to_str().unwrap()]);
+    let out = scalebench(&[
+        "gen",
+        "--model",
+        bad_plugin("trap").to_str().unwrap(),
+        "--tags",
+        "5",
+        "--samples",
+        "2",
+        "--out",
+        bad.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing half-written");
 }
@@ -63,12 +74,22 @@ fn plugins_list_and_inspect_describe_the_built_ins() {
     let out = scalebench(&["plugins", "list"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    for (name, kind) in [("plant-shaped", "value-model"), ("noise", "value-model"), ("baler", "target-adapter"), ("historian-sql", "probe-set")] {
+    for (name, kind) in [
+        ("plant-shaped", "value-model"),
+        ("noise", "value-model"),
+        ("baler", "target-adapter"),
+        ("historian-sql", "probe-set"),
+    ] {
         assert!(text.lines().any(|l| l.starts_with(name) && l.contains(kind)), "{name} {kind} missing:\n{text}");
     }
     let out = scalebench(&["plugins", "inspect", "plant-shaped"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("kind:         value-model") && text.contains("sample_period_ms") && text.contains("scalebench:plugin/value-model@0.1.0"), "{text}");
+    assert!(
+        text.contains("kind:         value-model")
+            && text.contains("sample_period_ms")
+            && text.contains("scalebench:plugin/value-model@0.1.0"),
+        "{text}"
+    );
     assert!(!text.contains("wasi:filesystem"));
     let path = bad_plugin("trap");
     let out = scalebench(&["plugins", "inspect", path.to_str().unwrap()]);

@@ -24,7 +24,10 @@ fn repo() -> PathBuf {
 fn images() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let out = Command::new(repo().join("scripts/docker-images.sh")).arg(bin()).output().expect("run scripts/docker-images.sh");
+        let out = Command::new(repo().join("scripts/docker-images.sh"))
+            .arg(bin())
+            .output()
+            .expect("run scripts/docker-images.sh");
         assert!(out.status.success(), "building the images failed (is a Docker engine running?):\n{}", stderr(&out));
     });
 }
@@ -110,7 +113,8 @@ fn a_container_killed_mid_soak_is_restarted_and_fails_the_step_on_the_restart() 
 
 #[test]
 fn ten_historian_kill_cycles_lose_no_acknowledged_reading() {
-    let run = docker_ladder(&["--soak", "46s", "--kill", "historian:4s", "--kill-cycles", "10", "--drain-timeout", "60s"]);
+    let run =
+        docker_ladder(&["--soak", "46s", "--kill", "historian:4s", "--kill-cycles", "10", "--drain-timeout", "60s"]);
     let r = run.result();
     let s = step0(&r);
     assert_eq!(s["containers"]["historian"]["restarts"], 10, "{}", s["containers"]);
@@ -120,7 +124,8 @@ fn ten_historian_kill_cycles_lose_no_acknowledged_reading() {
 
 #[test]
 fn three_postgres_kill_cycles_lose_no_acknowledged_reading() {
-    let run = docker_ladder(&["--soak", "24s", "--kill", "postgres:6s", "--kill-cycles", "3", "--drain-timeout", "60s"]);
+    let run =
+        docker_ladder(&["--soak", "24s", "--kill", "postgres:6s", "--kill-cycles", "3", "--drain-timeout", "60s"]);
     let r = run.result();
     let s = step0(&r);
     assert_eq!(s["containers"]["postgres"]["restarts"], 3, "{}", s["containers"]);
@@ -129,7 +134,15 @@ fn three_postgres_kill_cycles_lose_no_acknowledged_reading() {
 
 #[test]
 fn the_ack_before_commit_control_loses_acknowledged_readings_under_docker_too() {
-    let run = docker_ladder(&["--soak", "10s", "--kill", "historian:5s", "--historian-delay-ms", "1000", "--historian-ack-before-commit"]);
+    let run = docker_ladder(&[
+        "--soak",
+        "10s",
+        "--kill",
+        "historian:5s",
+        "--historian-delay-ms",
+        "1000",
+        "--historian-ack-before-commit",
+    ]);
     let r = run.result();
     let s = step0(&r);
     assert!(s["ingest"]["missing_acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);
@@ -138,7 +151,16 @@ fn the_ack_before_commit_control_loses_acknowledged_readings_under_docker_too() 
 #[test]
 fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_dies() {
     let run = docker_ladder(&[
-        "--target", "nats-jetstream", "--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill", "nats-1:6s", "--soak", "14s",
+        "--target",
+        "nats-jetstream",
+        "--nodes",
+        "3",
+        "--target-params",
+        r#"{"replicas":3}"#,
+        "--kill",
+        "nats-1:6s",
+        "--soak",
+        "14s",
     ]);
     let r = run.result();
     let s = step0(&r);
@@ -159,7 +181,18 @@ fn stack_up_status_and_down_manage_a_stack_between_runs() {
     let dir = tempfile::tempdir().unwrap();
     let project = format!("scale-updown-{}", std::process::id());
     let args = |verb: &str| -> Vec<String> {
-        vec!["stack".into(), verb.into(), "--stack".into(), "docker".into(), "--project".into(), project.clone(), "--run-dir".into(), dir.path().display().to_string(), "--base-port".into(), free_base_port().to_string()]
+        vec![
+            "stack".into(),
+            verb.into(),
+            "--stack".into(),
+            "docker".into(),
+            "--project".into(),
+            project.clone(),
+            "--run-dir".into(),
+            dir.path().display().to_string(),
+            "--base-port".into(),
+            free_base_port().to_string(),
+        ]
     };
     let up = Command::new(bin()).args(args("up")).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
     assert!(up.status.success(), "{}", stderr(&up));
@@ -189,7 +222,9 @@ fn guarded(compose: &str, project: Option<&str>, env_mode: u32, env_name: &str) 
     let env_file = env_dir.join(env_name);
     std::fs::write(&env_file, "X=1\n").unwrap();
     std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(env_mode)).unwrap();
-    let p = scalebench::stack::compose::load(&file, &Default::default(), &env_file, project, &Default::default(), None, 2).map_err(|e| e.to_string())?;
+    let p =
+        scalebench::stack::compose::load(&file, &Default::default(), &env_file, project, &Default::default(), None, 2)
+            .map_err(|e| e.to_string())?;
     scalebench::stack::compose::check(&p, Path::new("/work/checkout"), true).map_err(|e| e.to_string())
 }
 
@@ -237,7 +272,9 @@ fn caps_come_from_the_file_the_flags_or_defaults_and_cpu_is_clamped_to_the_host(
     let file = dir.path().join("c.yml");
     std::fs::write(&file, "name: scale-caps\nservices:\n  a:\n    image: x\n    deploy: {resources: {limits: {cpus: \"64\", memory: 512m}}}\n  b:\n    image: x\n  c:\n    image: x\n").unwrap();
     let caps = [("c".to_string(), (Some(0.5), Some(256i64 << 20)))].into();
-    let p = scalebench::stack::compose::load(&file, &Default::default(), Path::new("/tmp/x"), None, &caps, Some("0"), 2).unwrap();
+    let p =
+        scalebench::stack::compose::load(&file, &Default::default(), Path::new("/tmp/x"), None, &caps, Some("0"), 2)
+            .unwrap();
     let get = |n: &str| p.services.iter().find(|s| s.name == n).unwrap().clone();
     assert_eq!(get("a").cpus, 2.0, "clamped to the host's 2 CPUs");
     assert_eq!(get("a").memory_bytes, 512 << 20);

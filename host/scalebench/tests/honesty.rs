@@ -24,7 +24,16 @@ fn a_broker_frozen_for_a_third_of_the_soak_does_not_pass() {
     // 400 readings/s; a small in-flight window so the freeze holds the
     // generator back instead of hiding in a buffer.
     let run = run_ladder(&[
-        "--steps", "400", "--soak", "18s", "--inflight", "64", "--connections", "2", "--freeze", "mosquitto:8s:6s",
+        "--steps",
+        "400",
+        "--soak",
+        "18s",
+        "--inflight",
+        "64",
+        "--connections",
+        "2",
+        "--freeze",
+        "mosquitto:8s:6s",
     ]);
     let r = run.result();
     let s = step0(&r);
@@ -33,7 +42,11 @@ fn a_broker_frozen_for_a_third_of_the_soak_does_not_pass() {
     assert!(reasons(s).contains("pushback"), "{}", reasons(s));
     let held = s["generator"]["held_back_s"].as_f64().unwrap();
     assert!(held > 3.0, "held back {held} s during a 6 s freeze");
-    assert_eq!(s["generator"]["achieved_rps_min_5s"].as_f64().unwrap().round(), 0.0, "a 5 s window inside the freeze accepted nothing");
+    assert_eq!(
+        s["generator"]["achieved_rps_min_5s"].as_f64().unwrap().round(),
+        0.0,
+        "a 5 s window inside the freeze accepted nothing"
+    );
     // Canaries carry their scheduled time: the freeze shows in lag.
     assert!(s["lag"]["max_s"].as_f64().unwrap() > 3.0, "lag {}", s["lag"]);
     assert_eq!(r["max_passing_points"], serde_json::Value::Null);
@@ -43,8 +56,18 @@ fn a_broker_frozen_for_a_third_of_the_soak_does_not_pass() {
 fn a_broker_that_never_comes_back_ends_the_step_with_a_reason_not_a_hang() {
     let t = Instant::now();
     let run = run_ladder(&[
-        "--steps", "400", "--soak", "10s", "--inflight", "64", "--connections", "2", "--freeze", "mosquitto:5s:600s",
-        "--drain-timeout", "10s",
+        "--steps",
+        "400",
+        "--soak",
+        "10s",
+        "--inflight",
+        "64",
+        "--connections",
+        "2",
+        "--freeze",
+        "mosquitto:5s:600s",
+        "--drain-timeout",
+        "10s",
     ]);
     let took = t.elapsed();
     let r = run.result();
@@ -145,9 +168,29 @@ fn a_broker_throttled_to_half_the_rate_fails_on_pushback() {
     let proxy = Throttle::start(stack.mqtt_port(), 400.0 * 95.0 * 0.5);
     let out = Command::new(bin())
         .args([
-            "run", "--target", "baler", "--model", "plant-shaped", "--steps", "400", "--interval", "1s", "--warmup", "2s",
-            "--soak", "16s", "--sample-every", "2s", "--drain-timeout", "20s", "--connections", "2", "--inflight", "64",
-            "--stack", "external",
+            "run",
+            "--target",
+            "baler",
+            "--model",
+            "plant-shaped",
+            "--steps",
+            "400",
+            "--interval",
+            "1s",
+            "--warmup",
+            "2s",
+            "--soak",
+            "16s",
+            "--sample-every",
+            "2s",
+            "--drain-timeout",
+            "20s",
+            "--connections",
+            "2",
+            "--inflight",
+            "64",
+            "--stack",
+            "external",
         ])
         .arg("--mqtt-url")
         .arg(format!("mqtt://127.0.0.1:{}", proxy.port))
@@ -235,10 +278,18 @@ fn a_broker_whose_acl_denies_the_generator_is_refused_before_step_1() {
 fn an_external_stack_on_a_live_default_port_is_refused_unless_the_host_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let args = |extra: &[&str]| {
-        let mut a: Vec<String> = ["run", "--stack", "external", "--mqtt-url", "mqtt://127.0.0.1:1883", "--pg-url", "host=127.0.0.1 port=25999 user=postgres dbname=scalebench"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut a: Vec<String> = [
+            "run",
+            "--stack",
+            "external",
+            "--mqtt-url",
+            "mqtt://127.0.0.1:1883",
+            "--pg-url",
+            "host=127.0.0.1 port=25999 user=postgres dbname=scalebench",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         a.extend(["--results-dir".into(), dir.path().join("results").display().to_string()]);
         a.extend(extra.iter().map(|s| s.to_string()));
         a
@@ -246,9 +297,16 @@ fn an_external_stack_on_a_live_default_port_is_refused_unless_the_host_is_named(
     let out = Command::new(bin()).args(args(&[])).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let e = stderr(&out);
-    assert!(e.contains("1883") && e.contains("live system's default port") && e.contains("--live-host 127.0.0.1"), "{e}");
+    assert!(
+        e.contains("1883") && e.contains("live system's default port") && e.contains("--live-host 127.0.0.1"),
+        "{e}"
+    );
     // Named: the guard lets it through (and the run then fails to connect, which is fine here).
-    let out = Command::new(bin()).args(args(&["--live-host", "127.0.0.1"])).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let out = Command::new(bin())
+        .args(args(&["--live-host", "127.0.0.1"]))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
     assert!(!stderr(&out).contains("live system's default port"), "{}", stderr(&out));
 }
 
@@ -263,13 +321,31 @@ fn jetstream_never_deletes_a_stream_it_did_not_create() {
     rt.block_on(async {
         let c = async_nats::connect(&url).await.unwrap();
         let js = async_nats::jetstream::new(c);
-        js.create_stream(async_nats::jetstream::stream::Config { name: "SCALE".into(), subjects: vec!["scale.>".into()], ..Default::default() })
-            .await
-            .unwrap();
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: "SCALE".into(),
+            subjects: vec!["scale.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
         js.publish("scale.readings.x", "somebody's data".into()).await.unwrap().await.unwrap();
     });
     let out = Command::new(bin())
-        .args(["run", "--target", "nats-jetstream", "--stack", "external", "--nats-url", &url, "--steps", "100", "--soak", "2s", "--warmup", "1s"])
+        .args([
+            "run",
+            "--target",
+            "nats-jetstream",
+            "--stack",
+            "external",
+            "--nats-url",
+            &url,
+            "--steps",
+            "100",
+            "--soak",
+            "2s",
+            "--warmup",
+            "1s",
+        ])
         .arg("--results-dir")
         .arg(dir.path().join("results"))
         .env("SCALEBENCH_CACHE_DIR", cache_dir())
@@ -293,7 +369,11 @@ fn jetstream_never_deletes_a_stream_it_did_not_create() {
 fn plugin_sql_cannot_write_the_rows_it_counts() {
     let pg = pg::TestPg::start();
     pg.client().batch_execute("CREATE TABLE point_history (point text, ts timestamptz, value float8)").unwrap();
-    let svc = scalebench::services::StackServices::new([("postgres".to_string(), pg.conn_string())].into(), Default::default()).unwrap();
+    let svc = scalebench::services::StackServices::new(
+        [("postgres".to_string(), pg.conn_string())].into(),
+        Default::default(),
+    )
+    .unwrap();
     for statement in [
         "INSERT INTO point_history VALUES ('s0/e0/x', now(), 1)",
         "WITH w AS (INSERT INTO point_history VALUES ('s0/e0/x', now(), 1) RETURNING 1) SELECT count(*) FROM w",
@@ -320,8 +400,15 @@ fn rows_from_another_writer_in_the_same_table_do_not_hide_loss() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let base = free_base_port();
-    let args = ladder_args(dir.path(), &["--historian-drop-one-in", "50", "--base-port", &base.to_string(), "--soak", "10s"]);
-    let mut child = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let args =
+        ladder_args(dir.path(), &["--historian-drop-one-in", "50", "--base-port", &base.to_string(), "--soak", "10s"]);
+    let mut child = Command::new(bin())
+        .args(&args)
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // Another writer: rows of other points, with timestamps in the step's
     // window, more per second than the historian drops.
     let conn = format!("host=127.0.0.1 port={} user=postgres dbname=scalebench connect_timeout=2", base + 1);
@@ -349,7 +436,11 @@ fn rows_from_another_writer_in_the_same_table_do_not_hide_loss() {
     assert!(reasons(s).contains("data loss"), "{}", reasons(s));
     let dropped = run.historian_stats()["dropped"].as_u64().unwrap();
     assert!(dropped > 0);
-    assert_eq!(s["ingest"]["missing_acked"].as_u64().unwrap(), dropped, "exactly what the historian dropped, whatever else is in the table");
+    assert_eq!(
+        s["ingest"]["missing_acked"].as_u64().unwrap(),
+        dropped,
+        "exactly what the historian dropped, whatever else is in the table"
+    );
 }
 
 // ---- live-safety -----------------------------------------------------------------
@@ -393,7 +484,11 @@ fn a_live_install_that_slows_down_stops_the_step_as_inconclusive() {
     assert_eq!(s["status"], "inconclusive", "{}", reasons(s));
     assert!(reasons(s).contains("live-safety") && reasons(s).contains("3 bad samples in a row"), "{}", reasons(s));
     // It stopped early, well before the 32 s of load.
-    assert!(s["generator"]["not_offered"].as_u64().unwrap() > 0 || s["duration_s"].as_f64().unwrap() < 32.0, "{}", s["generator"]);
+    assert!(
+        s["generator"]["not_offered"].as_u64().unwrap() > 0 || s["duration_s"].as_f64().unwrap() < 32.0,
+        "{}",
+        s["generator"]
+    );
     assert!(s["live_safety"].as_array().unwrap().iter().filter(|x| !x["bad"].is_null()).count() >= 3);
 }
 
@@ -403,7 +498,15 @@ fn a_live_install_that_slows_down_stops_the_step_as_inconclusive() {
 fn an_ack_before_commit_historian_loses_acknowledged_readings_when_killed() {
     // Readings wait 1 s in the historian's memory after arriving: acked on
     // arrival, a SIGKILL loses about a second of them every time.
-    let run = run_ladder(&["--kill-historian-after", "5s", "--soak", "10s", "--historian-delay-ms", "1000", "--historian-ack-before-commit"]);
+    let run = run_ladder(&[
+        "--kill-historian-after",
+        "5s",
+        "--soak",
+        "10s",
+        "--historian-delay-ms",
+        "1000",
+        "--historian-ack-before-commit",
+    ]);
     let r = run.result();
     let s = step0(&r);
     let missing = s["ingest"]["missing_acked"].as_u64().unwrap();
@@ -423,7 +526,17 @@ fn killing_postgres_mid_soak_loses_nothing_acknowledged_and_is_reported() {
 
 #[test]
 fn killing_postgres_under_an_ack_before_commit_historian_loses_acknowledged_readings() {
-    let run = run_ladder(&["--kill-postgres-after", "5s", "--soak", "12s", "--steps", "1000", "--drain-timeout", "60s", "--historian-ack-before-commit"]);
+    let run = run_ladder(&[
+        "--kill-postgres-after",
+        "5s",
+        "--soak",
+        "12s",
+        "--steps",
+        "1000",
+        "--drain-timeout",
+        "60s",
+        "--historian-ack-before-commit",
+    ]);
     let r = run.result();
     let s = step0(&r);
     assert!(s["ingest"]["missing_acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);
@@ -449,7 +562,10 @@ fn a_probe_without_a_budget_or_a_budget_without_a_probe_is_refused_before_anythi
     let dir = tempfile::tempdir().unwrap();
     let budgets = dir.path().join("budgets.json");
     for (text, want) in [
-        (r#"{"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional"}, "hour-1000": {"budget_s": 1.0, "source": "provisional"}}}"#, "`day-1`"),
+        (
+            r#"{"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional"}, "hour-1000": {"budget_s": 1.0, "source": "provisional"}}}"#,
+            "`day-1`",
+        ),
         (
             r#"{"probes": {"latest-all": {"budget_s": 1.0, "source": "provisional"}, "hour-1000": {"budget_s": 1.0, "source": "provisional"}, "day-1": {"budget_s": 1.0, "source": "provisional"}, "day-one": {"budget_s": 1.0, "source": "provisional"}}}"#,
             "`day-one`",
@@ -478,8 +594,14 @@ fn a_slow_probe_neither_inflates_lag_nor_counts_after_the_load_ended() {
     let probes = bad_plugin("slow-probes");
     // Probes start at mid-soak (8 s left); 6 runs of 2 s cannot all finish under load.
     let run = run_ladder(&[
-        "--probes", probes.to_str().unwrap(), "--probe-params", r#"{"sleep_s": 2}"#, "--budgets", budgets.to_str().unwrap(),
-        "--soak", "16s",
+        "--probes",
+        probes.to_str().unwrap(),
+        "--probe-params",
+        r#"{"sleep_s": 2}"#,
+        "--budgets",
+        budgets.to_str().unwrap(),
+        "--soak",
+        "16s",
     ]);
     let r = run.result();
     let s = step0(&r);

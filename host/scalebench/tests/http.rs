@@ -81,10 +81,23 @@ fn a_haxall_ladder_with_scram_logs_in_with_a_password_from_a_file() {
     let secrets = tempfile::tempdir().unwrap();
     let file = secrets.path().join("pw");
     std::fs::write(&file, "s3cret-for-scram\n").unwrap();
-    let run = run_haxall(&["--target-params", r#"{"user":"su"}"#, "--probe-params", r#"{"user":"su"}"#, "--credentials-file", file.to_str().unwrap()], &[]);
+    let run = run_haxall(
+        &[
+            "--target-params",
+            r#"{"user":"su"}"#,
+            "--probe-params",
+            r#"{"user":"su"}"#,
+            "--credentials-file",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_clean_haxall_ladder(&run);
     // The password is nowhere in the result or the output.
-    let text = std::fs::read_to_string(std::fs::read_dir(run.dir.path().join("results")).unwrap().next().unwrap().unwrap().path()).unwrap();
+    let text = std::fs::read_to_string(
+        std::fs::read_dir(run.dir.path().join("results")).unwrap().next().unwrap().unwrap().path(),
+    )
+    .unwrap();
     assert!(!text.contains("s3cret-for-scram"));
     assert!(!stderr(&run.out).contains("s3cret-for-scram"));
 }
@@ -170,7 +183,13 @@ fn error_grids_answered_with_200_are_refused_readings_to_the_reading() {
     let s = step0(&r);
     let f = server.faults();
     // Readings the server refused, canaries excluded (they are not readings).
-    let refused: u64 = f["rejected_readings"].as_object().unwrap().iter().filter(|(id, _)| !id.ends_with("canary")).map(|(_, n)| n.as_u64().unwrap()).sum();
+    let refused: u64 = f["rejected_readings"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(id, _)| !id.ends_with("canary"))
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
     assert!(f["rejected_requests"].as_u64().unwrap() >= 10, "{f}");
     assert!(refused > 0, "{f}");
     assert_eq!(s["generator"]["rejected"].as_u64().unwrap(), refused, "{f}\n{}", stderr(&run.out));
@@ -327,7 +346,18 @@ fn the_template_adapter_copied_out_of_the_repository_builds_and_runs_a_step() {
     let dir = tempfile::tempdir().unwrap();
     let args = crate::ladder::ladder_args(
         dir.path(),
-        &["--target", wasm.to_str().unwrap(), "--stack", "external", "--service", service.as_str(), "--probes", "none", "--soak", "6s"],
+        &[
+            "--target",
+            wasm.to_str().unwrap(),
+            "--stack",
+            "external",
+            "--service",
+            service.as_str(),
+            "--probes",
+            "none",
+            "--soak",
+            "6s",
+        ],
     );
     let out = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
     let run = Run { out, dir };
@@ -356,7 +386,10 @@ fn a_budgets_file_without_the_probe_sets_budgets_is_refused_before_anything_star
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let e = stderr(&out);
-    assert!(e.contains("no budgets for probe set `haystack`") && e.contains("historian-sql") && e.contains("hint:"), "{e}");
+    assert!(
+        e.contains("no budgets for probe set `haystack`") && e.contains("historian-sql") && e.contains("hint:"),
+        "{e}"
+    );
     assert!(!dir.path().join("stack").exists(), "nothing should have started");
 }
 
@@ -366,9 +399,19 @@ fn the_haystack_compose_file_passes_the_isolation_guard() {
     let dir = tempfile::tempdir().unwrap();
     let env_file = dir.path().join("scale.env");
     std::fs::write(&env_file, "X=1\n").unwrap();
-    std::fs::set_permissions(&env_file, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&env_file, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600))
+        .unwrap();
     let env = [("SCALE_HAYSTACK_PORT".to_string(), free_base_port().to_string())].into();
-    let p = scalebench::stack::compose::load(&file, &env, &env_file, Some("scale-haystack-test"), &Default::default(), None, 2).unwrap();
+    let p = scalebench::stack::compose::load(
+        &file,
+        &env,
+        &env_file,
+        Some("scale-haystack-test"),
+        &Default::default(),
+        None,
+        2,
+    )
+    .unwrap();
     scalebench::stack::compose::check(&p, Path::new("/work/checkout"), true).unwrap();
 }
 
@@ -393,7 +436,8 @@ fn an_expired_token_is_replaced_by_a_new_login_and_nothing_is_refused() {
     std::fs::write(&pw, "ttl-test-pw\n").unwrap();
     // Tokens live 3 s: several expire during the step.
     let server = Server::start(&["--user", "su", "--password-file", pw.to_str().unwrap(), "--token-ttl", "3"]);
-    let run = run_external(&server, &["--target-params", r#"{"user":"su"}"#, "--credentials-file", pw.to_str().unwrap()]);
+    let run =
+        run_external(&server, &["--target-params", r#"{"user":"su"}"#, "--credentials-file", pw.to_str().unwrap()]);
     let r = run.result();
     let s = step0(&r);
     assert_eq!(s["generator"]["rejected"], 0, "{}\n{}", reasons(s), stderr(&run.out));
@@ -407,16 +451,33 @@ fn an_expired_token_is_replaced_by_a_new_login_and_nothing_is_refused() {
 /// `scalebench prefill --target haxall` against `server`, 250 points.
 fn prefill_haxall(server: &Server, results: &Path, days: &str) -> Command {
     let mut c = Command::new(bin());
-    c.args(["prefill", "--target", "haxall", "--model", "plant-shaped", "--points", "250", "--days", days, "--interval", "5s", "--stack", "external"])
-        .args(["--service", &format!("api={}", server.url()), "--results-dir", results.to_str().unwrap()])
-        .env("SCALEBENCH_CACHE_DIR", cache_dir());
+    c.args([
+        "prefill",
+        "--target",
+        "haxall",
+        "--model",
+        "plant-shaped",
+        "--points",
+        "250",
+        "--days",
+        days,
+        "--interval",
+        "5s",
+        "--stack",
+        "external",
+    ])
+    .args(["--service", &format!("api={}", server.url()), "--results-dir", results.to_str().unwrap()])
+    .env("SCALEBENCH_CACHE_DIR", cache_dir());
     c
 }
 
 /// The newest `*-prefill.json` in `dir`, then every one removed.
 fn take_prefill_report(dir: &Path) -> serde_json::Value {
-    let mut files: Vec<std::path::PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().ends_with("-prefill.json")).collect();
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("-prefill.json"))
+        .collect();
     files.sort();
     let newest = files.last().cloned().expect("a prefill result file");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&newest).unwrap()).unwrap();
@@ -470,14 +531,16 @@ fn prefill_through_his_write_is_exact_idempotent_resumable_and_read_by_the_probe
     assert_eq!(server.his_count(), (POINTS, POINTS * 1440), "a rerun added readings");
 
     // 3. Twelve hours, interrupted with SIGINT once a chunk is acknowledged.
-    let mut child = prefill_haxall(&server, &results, "0.5").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        prefill_haxall(&server, &results, "0.5").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let jobs = results.join("prefill-jobs");
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut seen = 0;
     while Instant::now() < deadline && seen == 0 {
         std::thread::sleep(Duration::from_millis(50));
         for f in std::fs::read_dir(&jobs).into_iter().flatten().flatten() {
-            let job: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap_or_default()).unwrap_or_default();
+            let job: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f.path()).unwrap_or_default()).unwrap_or_default();
             if job["intervals_total"] == 8640 {
                 seen = job["intervals_done"].as_u64().unwrap_or(0);
             }
@@ -497,7 +560,11 @@ fn prefill_through_his_write_is_exact_idempotent_resumable_and_read_by_the_probe
     assert!(out.status.success(), "resume failed:\n{}", stderr(&out));
     let b = take_prefill_report(&results);
     assert!(b["resumed"].as_bool().unwrap() && b["complete"].as_bool().unwrap(), "{b}");
-    assert_eq!((b["start_ms"].as_i64(), b["end_ms"].as_i64()), (cut["start_ms"].as_i64(), cut["end_ms"].as_i64()), "a resumed job keeps its window");
+    assert_eq!(
+        (b["start_ms"].as_i64(), b["end_ms"].as_i64()),
+        (cut["start_ms"].as_i64(), cut["end_ms"].as_i64()),
+        "a resumed job keeps its window"
+    );
     assert_eq!(n(&b["rows_before"]), n(&cut["rows_added"]), "{b}");
     assert_eq!(n(&b["rows_before"]) + n(&b["rows_added"]), POINTS * 8640, "{b}");
     // The twelve hours hold the two: one reading per point and timestamp.
@@ -511,7 +578,8 @@ fn prefill_through_his_write_is_exact_idempotent_resumable_and_read_by_the_probe
     //    it acks, and the hisRead probe reads the history back.
     drop(one);
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let run = run_external(&server, &["--steps", "250", "--soak", "20s", "--probes", "haystack", "--prefill-days", "0.01"]);
+    let run =
+        run_external(&server, &["--steps", "250", "--soak", "20s", "--probes", "haystack", "--prefill-days", "0.01"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let p = &r["prefill"];
@@ -519,7 +587,15 @@ fn prefill_through_his_write_is_exact_idempotent_resumable_and_read_by_the_probe
     let s = step0(&r);
     assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"], "{}", reasons(s));
     assert_eq!(s["generator"]["rejected"], 0, "{}", reasons(s));
-    let probe = |name: &str| s["probes"].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap_or_else(|| panic!("no {name} probe: {s}")).clone();
+    let probe = |name: &str| {
+        s["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} probe: {s}"))
+            .clone()
+    };
     // Every point record once, and the run's lag canary.
     assert_eq!(n(&probe("read-point")["rows"]), POINTS + 1, "{}", probe("read-point"));
     // The last hour of 250 points at 5 s is 180,000 readings of history; the load adds seconds of its own.

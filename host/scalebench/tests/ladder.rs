@@ -16,7 +16,9 @@ pub static ONE_STACK_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A base port p with p and p+1 free, both in 2xxxx.
 pub fn free_base_port() -> u16 {
-    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64);
+    let seed = std::process::id() as u64
+        ^ Instant::now().elapsed().as_nanos() as u64
+        ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64);
     for i in 0..200u64 {
         let p = 22_000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % 7_000) as u16;
         if local_stack::guard::port_free(p).is_ok() && local_stack::guard::port_free(p + 1).is_ok() {
@@ -52,8 +54,25 @@ impl Run {
 
 pub fn ladder_args(dir: &Path, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = [
-        "run", "--target", "baler", "--model", "plant-shaped", "--steps", "200", "--interval", "1s", "--warmup", "2s",
-        "--soak", "10s", "--sample-every", "2s", "--drain-timeout", "30s", "--connections", "2",
+        "run",
+        "--target",
+        "baler",
+        "--model",
+        "plant-shaped",
+        "--steps",
+        "200",
+        "--interval",
+        "1s",
+        "--warmup",
+        "2s",
+        "--soak",
+        "10s",
+        "--sample-every",
+        "2s",
+        "--drain-timeout",
+        "30s",
+        "--connections",
+        "2",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -219,7 +238,10 @@ fn a_postgres_that_refuses_connections_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let e = stderr(&out);
-    assert!(e.contains("cannot connect to the MQTT broker") && e.contains(&closed.to_string()) && e.contains("hint:"), "{e}");
+    assert!(
+        e.contains("cannot connect to the MQTT broker") && e.contains(&closed.to_string()) && e.contains("hint:"),
+        "{e}"
+    );
     stack.stop();
 }
 
@@ -307,7 +329,16 @@ fn a_stream_limited_on_purpose_fails_the_step_and_says_so() {
 
 #[test]
 fn killing_one_node_of_three_during_an_r3_run_loses_no_acknowledged_message() {
-    let run = nats_ladder(&["--nodes", "3", "--target-params", r#"{"replicas":3}"#, "--kill-nats-node-after", "4s", "--soak", "12s"]);
+    let run = nats_ladder(&[
+        "--nodes",
+        "3",
+        "--target-params",
+        r#"{"replicas":3}"#,
+        "--kill-nats-node-after",
+        "4s",
+        "--soak",
+        "12s",
+    ]);
     let r = run.result();
     let s = step0(&r);
     let acked = s["ingest"]["acked"].as_u64().unwrap();
@@ -323,10 +354,8 @@ fn a_budgets_file_with_a_typo_is_refused_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
     let budgets = dir.path().join("budgets.json");
     std::fs::write(&budgets, r#"{"probes": {"latest-all": {"budget_ms": 500}}}"#).unwrap();
-    let out = Command::new(bin())
-        .args(ladder_args(dir.path(), &["--budgets", budgets.to_str().unwrap()]))
-        .output()
-        .unwrap();
+    let out =
+        Command::new(bin()).args(ladder_args(dir.path(), &["--budgets", budgets.to_str().unwrap()])).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let e = stderr(&out);
     assert!(e.contains("budgets.json") && e.contains("budget_ms") && e.contains("hint:"), "{e}");

@@ -83,7 +83,8 @@ fn counters_never_decrease() {
     for (tag, _, s) in all {
         assert!(s.windows(2).all(|w| w[1] >= w[0]), "counter {tag} decreased");
         assert!(s.last().unwrap() > s.first().unwrap(), "counter {tag} never counted");
-        let steps: std::collections::BTreeSet<u64> = s.windows(2).map(|w| (w[1] - w[0]) as u64).filter(|d| *d > 0).collect();
+        let steps: std::collections::BTreeSet<u64> =
+            s.windows(2).map(|w| (w[1] - w[0]) as u64).filter(|d| *d > 0).collect();
         assert_eq!(steps.len(), 1, "counter {tag} should step by a constant, saw {steps:?}");
     }
 }
@@ -158,7 +159,10 @@ fn vibration_creeps_on_about_one_asset_in_23() {
     }
     assert!(total_spikes > 0, "no asset ever spikes");
     let expected = 2300.0 / 23.0;
-    assert!((creeping as f64 - expected).abs() < 0.35 * expected, "{creeping} of 2300 creep, expected about {expected}");
+    assert!(
+        (creeping as f64 - expected).abs() < 0.35 * expected,
+        "{creeping} of 2300 creep, expected about {expected}"
+    );
 }
 
 #[test]
@@ -169,7 +173,10 @@ fn temperatures_drift_cycle_daily_and_step_at_shift_change() {
         // Slow: a minute-to-minute change is small, except at a shift change.
         let big: Vec<usize> = (1..s.len()).filter(|&i| (s[i] - s[i - 1]).abs() > 0.25).collect();
         let shift_minutes = [6 * 60, 14 * 60, 22 * 60];
-        assert!(big.iter().all(|i| shift_minutes.contains(&(i % 1440))), "tag {tag} jumps away from shift changes at {big:?}");
+        assert!(
+            big.iter().all(|i| shift_minutes.contains(&(i % 1440))),
+            "tag {tag} jumps away from shift changes at {big:?}"
+        );
         let range = s.iter().cloned().fold(f64::MIN, f64::max) - s.iter().cloned().fold(f64::MAX, f64::min);
         assert!(range > 0.5, "tag {tag} never moves");
     }
@@ -243,8 +250,14 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
 fn plant_shaped_data_compresses_several_times_better_than_noise() {
     // A TimescaleDB measurement of 10 M readings: 1.69 vs 8.57 bytes per reading in TimescaleDB; a storage
     // estimate from noise is ~5x off. Gorilla/delta-of-delta bit counts.
-    let opts = scalebench::cli::PluginOptions { plugin_timeout_ms: 30_000, plugin_memory_mb: 1024, plugin_call_data_mb: 128, cache_dir: Some(cache_dir()) };
-    let (plant, kinds) = scalebench::commands::gen_compression::measure(&opts, "plant-shaped", "{}", 200, 5_000, 1).unwrap();
+    let opts = scalebench::cli::PluginOptions {
+        plugin_timeout_ms: 30_000,
+        plugin_memory_mb: 1024,
+        plugin_call_data_mb: 128,
+        cache_dir: Some(cache_dir()),
+    };
+    let (plant, kinds) =
+        scalebench::commands::gen_compression::measure(&opts, "plant-shaped", "{}", 200, 5_000, 1).unwrap();
     let (noise, _) = scalebench::commands::gen_compression::measure(&opts, "noise", "{}", 200, 5_000, 1).unwrap();
     assert!(plant < 3.0, "plant-shaped {plant:.2} B/reading");
     assert!(noise > 6.0, "noise {noise:.2} B/reading");

@@ -56,7 +56,10 @@ fn a_plugin_that_eats_memory_is_stopped_at_its_limit() {
     let err = load_and_sample(&rt, &bad_plugin("hog"));
     let msg = err.to_string();
     assert!(matches!(err, PluginError::OutOfMemory { .. }), "{msg}");
-    assert!(msg.contains("bad_hog.wasm") && msg.contains("`sample`") && msg.contains(&(64u64 << 20).to_string()), "{msg}");
+    assert!(
+        msg.contains("bad_hog.wasm") && msg.contains("`sample`") && msg.contains(&(64u64 << 20).to_string()),
+        "{msg}"
+    );
     host_still_works(&rt);
 }
 
@@ -66,7 +69,10 @@ fn a_plugin_importing_the_filesystem_is_refused_at_load() {
     let err = rt.load_path(&bad_plugin("fs-reader")).err().expect("must be refused");
     let msg = err.to_string();
     assert!(matches!(err, PluginError::ForbiddenImport { .. }), "{msg}");
-    assert!(msg.contains("bad_fs_reader.wasm") && msg.contains("wasi:filesystem") && msg.contains("filesystem access"), "{msg}");
+    assert!(
+        msg.contains("bad_fs_reader.wasm") && msg.contains("wasi:filesystem") && msg.contains("filesystem access"),
+        "{msg}"
+    );
     host_still_works(&rt);
 }
 
@@ -147,5 +153,9 @@ fn a_model_that_describes_fewer_tags_than_asked_breaks_the_contract_by_name() {
     let err = m.tags(1, 0, 5).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, PluginError::Contract { .. }), "{msg}");
-    assert!(msg.contains("`tags` broke the plugin contract") && msg.contains("asked for 5 tags from index 0, it described 0"), "{msg}");
+    assert!(
+        msg.contains("`tags` broke the plugin contract")
+            && msg.contains("asked for 5 tags from index 0, it described 0"),
+        "{msg}"
+    );
 }

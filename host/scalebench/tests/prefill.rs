@@ -16,21 +16,23 @@ const POINTS: u64 = 1000;
 const INTERVAL_MS: i64 = 5000;
 
 fn prefill_args(run_dir: &Path, results: &Path, port: u16, days: &str) -> Vec<String> {
-    [
-        "prefill", "--target", "baler", "--model", "plant-shaped", "--points", "1k", "--days", days, "--interval", "5s",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(["--run-dir".into(), run_dir.display().to_string()])
-    .chain(["--base-port".into(), port.to_string()])
-    .chain(["--results-dir".into(), results.display().to_string()])
-    .collect()
+    ["prefill", "--target", "baler", "--model", "plant-shaped", "--points", "1k", "--days", days, "--interval", "5s"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--run-dir".into(), run_dir.display().to_string()])
+        .chain(["--base-port".into(), port.to_string()])
+        .chain(["--results-dir".into(), results.display().to_string()])
+        .collect()
 }
 
 /// The newest `*-prefill.json` in `dir` (run ids sort by time), then removed
 /// so the next read finds the next run's.
 fn take_report(dir: &Path) -> serde_json::Value {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().ends_with("-prefill.json")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("-prefill.json"))
+        .collect();
     files.sort();
     let f = files.pop().expect("a prefill result file");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
@@ -104,7 +106,11 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     let port = free_base_port();
 
     // 1. Two hours.
-    let out = Command::new(bin()).args(prefill_args(&run_dir, &results, port, "0.0833333")).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let out = Command::new(bin())
+        .args(prefill_args(&run_dir, &results, port, "0.0833333"))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "prefill failed:\n{}", stderr(&out));
     let a = take_report(&results);
     assert_eq!(u(&a["intervals_total"]), 1440, "{a}");
@@ -113,7 +119,11 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     assert!(stderr(&out).contains("rows/s"), "no rate printed:\n{}", stderr(&out));
 
     // 2. The same command again adds nothing.
-    let out = Command::new(bin()).args(prefill_args(&run_dir, &results, port, "0.0833333")).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let out = Command::new(bin())
+        .args(prefill_args(&run_dir, &results, port, "0.0833333"))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "rerun failed:\n{}", stderr(&out));
     let again = take_report(&results);
     assert_eq!(u(&again["rows_added"]), 0, "{again}");
@@ -134,7 +144,9 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     while Instant::now() < deadline && seen == 0 {
         std::thread::sleep(Duration::from_millis(100));
         if let Ok(mut c) = postgres::Client::connect(&conn, postgres::NoTls) {
-            if let Ok(Some(r)) = c.query_opt("SELECT intervals_done FROM scalebench_prefill WHERE intervals_total = 4320", &[]) {
+            if let Ok(Some(r)) =
+                c.query_opt("SELECT intervals_done FROM scalebench_prefill WHERE intervals_total = 4320", &[])
+            {
                 seen = r.get(0);
             }
         }
@@ -151,23 +163,38 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     assert!(written_before_resume > 0 && written_before_resume < POINTS * 4320, "{cut}");
 
     // 4. Resumed: exactly the rest.
-    let out = Command::new(bin()).args(prefill_args(&run_dir, &results, port, "0.25")).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let out = Command::new(bin())
+        .args(prefill_args(&run_dir, &results, port, "0.25"))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "resume failed:\n{}", stderr(&out));
     let b = take_report(&results);
     assert!(b["resumed"].as_bool().unwrap() && b["complete"].as_bool().unwrap(), "{b}");
-    assert_eq!((b["start_ms"].as_i64(), b["end_ms"].as_i64()), (cut["start_ms"].as_i64(), cut["end_ms"].as_i64()), "a resumed job keeps its window");
+    assert_eq!(
+        (b["start_ms"].as_i64(), b["end_ms"].as_i64()),
+        (cut["start_ms"].as_i64(), cut["end_ms"].as_i64()),
+        "a resumed job keeps its window"
+    );
     assert_eq!(u(&b["rows_before"]) + u(&b["rows_added"]) + u(&b["rows_already_stored"]), POINTS * 4320, "{b}");
     // The six hours overlap the two: those readings were met and left alone.
-    assert!(u(&cut["rows_already_stored"]) + u(&b["rows_already_stored"]) > 0, "the overlap with the first history was not noticed: {cut} {b}");
+    assert!(
+        u(&cut["rows_already_stored"]) + u(&b["rows_already_stored"]) > 0,
+        "the overlap with the first history was not noticed: {cut} {b}"
+    );
 
     // 5. What is stored: exact counts, and the model's values.
-    let windows = [(a["start_ms"].as_i64().unwrap(), a["end_ms"].as_i64().unwrap()), (b["start_ms"].as_i64().unwrap(), b["end_ms"].as_i64().unwrap())];
+    let windows = [
+        (a["start_ms"].as_i64().unwrap(), a["end_ms"].as_i64().unwrap()),
+        (b["start_ms"].as_i64().unwrap(), b["end_ms"].as_i64().unwrap()),
+    ];
     let expected = POINTS * union_intervals(&windows);
     {
         let look = Look::start(&run_dir, port);
         let (count, distinct, in_b, samples) = query(&look, |c| {
             let count: i64 = c.query_one("SELECT count(*) FROM point_history", &[]).unwrap().get(0);
-            let distinct: i64 = c.query_one("SELECT count(DISTINCT (point, ts)) FROM point_history", &[]).unwrap().get(0);
+            let distinct: i64 =
+                c.query_one("SELECT count(DISTINCT (point, ts)) FROM point_history", &[]).unwrap().get(0);
             let in_b: i64 = c
                 .query_one(
                     "SELECT count(*) FROM point_history WHERE ts >= to_timestamp($1::bigint / 1000.0) AND ts < to_timestamp($2::bigint / 1000.0)",
@@ -199,7 +226,10 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
         let tags = m.tags(1, 0, POINTS as u32).unwrap();
         assert_eq!(samples.len(), 6);
         for (point, ts, value) in samples {
-            let p = tags.iter().position(|t| format!("s{}/e{}/{}", t.site, t.equip, t.label) == point).expect("a point of the model") as i64;
+            let p = tags
+                .iter()
+                .position(|t| format!("s{}/e{}/{}", t.site, t.equip, t.label) == point)
+                .expect("a point of the model") as i64;
             let t = ts - p * INTERVAL_MS / POINTS as i64;
             assert_eq!(t % INTERVAL_MS, 0, "{point} at {ts}: not on the live generator's stamp");
             let want = m.sample(1, p as u32, 1, (t / period) as u64).unwrap()[0];
@@ -213,15 +243,31 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     //    first (already stored: met and left alone), then probing under load.
     let run = run_ladder(&[
         // Probes over hours of history take seconds each: a soak long enough for 6 runs of each.
-        "--steps", "1k", "--interval", "5s", "--soak", "90s",
-        "--run-dir", run_dir.to_str().unwrap(), "--base-port", &port.to_string(), "--prefill-days", "0.01",
+        "--steps",
+        "1k",
+        "--interval",
+        "5s",
+        "--soak",
+        "90s",
+        "--run-dir",
+        run_dir.to_str().unwrap(),
+        "--base-port",
+        &port.to_string(),
+        "--prefill-days",
+        "0.01",
     ]);
     let r = run.result();
     let p = &r["prefill"];
     assert!(p["complete"].as_bool().unwrap(), "run --prefill-days did not complete: {p}\n{}", stderr(&run.out));
     assert_eq!(u(&p["rows_added"]) + u(&p["rows_already_stored"]), u(&p["rows_total"]), "{p}");
     assert!(u(&p["rows_already_stored"]) > 0, "{p}");
-    let hour = r["steps"][0]["probes"].as_array().unwrap().iter().find(|x| x["name"] == "hour-1000").unwrap_or_else(|| panic!("no hour-1000 probe: {r}")).clone();
+    let hour = r["steps"][0]["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "hour-1000")
+        .unwrap_or_else(|| panic!("no hour-1000 probe: {r}"))
+        .clone();
     // An hour of 1,000 points at 5 s is 720,000 readings; the load itself adds at most 14 s of them.
     assert!(u(&hour["rows"]) >= POINTS * 700, "hour-1000 read {} rows: {hour}", hour["rows"]);
 }
@@ -234,25 +280,60 @@ fn storage_measures_real_stores() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = scalebench(&[
-        "storage", "--models", "plant-shaped,noise", "--points", "1k", "--hours", "24", "--interval", "5s",
-        "--base-port", &free_base_port().to_string(), "--results-dir", dir.path().join("results").to_str().unwrap(),
-        "--work-dir", dir.path().to_str().unwrap(),
+        "storage",
+        "--models",
+        "plant-shaped,noise",
+        "--points",
+        "1k",
+        "--hours",
+        "24",
+        "--interval",
+        "5s",
+        "--base-port",
+        &free_base_port().to_string(),
+        "--results-dir",
+        dir.path().join("results").to_str().unwrap(),
+        "--work-dir",
+        dir.path().to_str().unwrap(),
     ]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "storage failed:\n{text}\n{}", stderr(&out));
     println!("{text}");
-    let file = std::fs::read_dir(dir.path().join("results")).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with("-storage.json")).unwrap();
+    let file = std::fs::read_dir(dir.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-storage.json"))
+        .unwrap();
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     assert_eq!(u(&v["readings_per_model"]), 1000 * 17_280);
-    let store = |name: &str| v["stores"].as_array().unwrap().iter().find(|s| s["store"].as_str().unwrap().starts_with(name)).unwrap_or_else(|| panic!("no store {name}: {v}")).clone();
+    let store = |name: &str| {
+        v["stores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["store"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no store {name}: {v}"))
+            .clone()
+    };
     let bpr = |s: &serde_json::Value, model: &str| -> f64 {
-        s["models"].as_array().unwrap().iter().find(|m| m["model"] == model).unwrap_or_else(|| panic!("{model} not measured in {s}"))["bytes_per_reading"].as_f64().unwrap()
+        s["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["model"] == model)
+            .unwrap_or_else(|| panic!("{model} not measured in {s}"))["bytes_per_reading"]
+            .as_f64()
+            .unwrap()
     };
     for name in ["parquet-zstd", "parquet-zstd-split", "tsink"] {
         let s = store(name);
         assert!(s["error"].is_null(), "{s}");
         let (plant, noise) = (bpr(&s, "plant-shaped"), bpr(&s, "noise"));
-        assert!(noise / plant > 3.0, "{name}: noise {noise:.2} B/reading vs plant-shaped {plant:.2}: ratio {:.2} not above 3", noise / plant);
+        assert!(
+            noise / plant > 3.0,
+            "{name}: noise {noise:.2} B/reading vs plant-shaped {plant:.2}: ratio {:.2} not above 3",
+            noise / plant
+        );
         assert!(plant > 0.05 && noise < 40.0, "{name}: implausible sizes {plant} {noise}");
     }
     let pg = store("postgresql");
@@ -260,11 +341,15 @@ fn storage_measures_real_stores() {
     let heap = |model: &str| -> f64 {
         let m = pg["models"].as_array().unwrap().iter().find(|m| m["model"] == model).unwrap().clone();
         let parts = m["parts"].as_array().unwrap();
-        let h = parts.iter().find(|p| p[0] == "heap").unwrap_or_else(|| panic!("no heap bytes: {m}"))[1].as_f64().unwrap();
+        let h =
+            parts.iter().find(|p| p[0] == "heap").unwrap_or_else(|| panic!("no heap bytes: {m}"))[1].as_f64().unwrap();
         h / m["readings"].as_f64().unwrap()
     };
     let (hp, hn) = (heap("plant-shaped"), heap("noise"));
-    assert!((hn / hp - 1.0).abs() < 0.05, "PostgreSQL heap: plant-shaped {hp:.2} vs noise {hn:.2} B/reading, not about equal");
+    assert!(
+        (hn / hp - 1.0).abs() < 0.05,
+        "PostgreSQL heap: plant-shaped {hp:.2} vs noise {hn:.2} B/reading, not about equal"
+    );
     assert!(hp > 30.0, "a PostgreSQL row of (text, timestamptz, float8, timestamptz) is more than 30 bytes: {hp}");
     // The reference is printed, labelled as measured elsewhere.
     assert!(text.contains("measured elsewhere") && text.contains("1.69") && text.contains("8.57"), "{text}");
@@ -274,7 +359,21 @@ fn storage_measures_real_stores() {
 #[test]
 fn prefill_names_a_target_without_history_sink() {
     let dir = tempfile::tempdir().unwrap();
-    let out = scalebench(&["prefill", "--target", "nats-jetstream", "--points", "10", "--days", "0.01", "--stack", "external", "--pg-url", "host=127.0.0.1 port=29999 user=x dbname=y", "--results-dir", dir.path().to_str().unwrap()]);
+    let out = scalebench(&[
+        "prefill",
+        "--target",
+        "nats-jetstream",
+        "--points",
+        "10",
+        "--days",
+        "0.01",
+        "--stack",
+        "external",
+        "--pg-url",
+        "host=127.0.0.1 port=29999 user=x dbname=y",
+        "--results-dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let e = stderr(&out);
     assert!(e.contains("does not describe how to write history") && e.contains("hint:"), "{e}");

@@ -87,7 +87,17 @@ fn sql_types_params_errors_and_reconnect() {
     );
     assert_eq!(
         dbg(&rows.unwrap().rows[0]),
-        dbg(&vec![Int(42), Float(2.5), Text("hi!".into()), Boolean(true), Boolean(true), Float(1.5), Int(1_794_097_991), Int(i64::MAX), Int(2)])
+        dbg(&vec![
+            Int(42),
+            Float(2.5),
+            Text("hi!".into()),
+            Boolean(true),
+            Boolean(true),
+            Float(1.5),
+            Int(1_794_097_991),
+            Int(i64::MAX),
+            Int(2)
+        ])
     );
     let e = s.timed_sql("t", "postgres", "SELECT $1::int4", &[Int(1 << 40)]).0.unwrap_err();
     assert!(e.contains("out of range"), "{e}");
@@ -164,7 +174,11 @@ fn tiny_http(n: usize) -> (String, std::thread::JoinHandle<()>) {
                 "/api/moved" => ("302 Found", "Location: http://127.0.0.1:1/elsewhere\r\n".to_string(), String::new()),
                 _ => ("404 Not Found", String::new(), "no such thing".to_string()),
             };
-            let _ = write!(c, "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = write!(
+                c,
+                "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     (base, h)
@@ -217,7 +231,8 @@ fn budgets(json: &str) -> Budgets {
     Budgets::parse(json, Path::new("test-budgets.json")).unwrap()
 }
 
-const SCHEMA: &str = "CREATE TABLE point_history (point text NOT NULL, ts timestamptz NOT NULL, value double precision NOT NULL, \
+const SCHEMA: &str =
+    "CREATE TABLE point_history (point text NOT NULL, ts timestamptz NOT NULL, value double precision NOT NULL, \
     stored_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (point, ts)); \
     CREATE INDEX point_history_ts ON point_history (ts);";
 
@@ -246,7 +261,9 @@ fn historian_sql_probes_within_and_over_budget() {
     assert_eq!(names, ["latest-all", "hour-1000", "day-1"]);
 
     // Generous budgets: everything passes, five warm runs each.
-    let generous = budgets(r#"{"probes": {"latest-all": {"budget_s": 10}, "hour-1000": {"budget_s": 10, "source": "test"}, "day-1": {"budget_s": 10}}}"#);
+    let generous = budgets(
+        r#"{"probes": {"latest-all": {"budget_s": 10}, "hour-1000": {"budget_s": 10, "source": "test"}, "day-1": {"budget_s": 10}}}"#,
+    );
     let res = run_probes(&mut set, &probes, &services, &generous, 5);
     assert_eq!(res.len(), 3);
     for r in &res {
@@ -264,12 +281,17 @@ fn historian_sql_probes_within_and_over_budget() {
     assert_eq!(log.iter().filter(|t| t.kind == "sql" && t.ok).count(), 18, "{log:?}");
 
     // A tiny budget: over budget, and by how much.
-    let tiny = budgets(r#"{"probes": {"latest-all": {"budget_s": 1e-9}, "hour-1000": {"budget_s": 1e-9}, "day-1": {"budget_s": 1e-9}}}"#);
+    let tiny = budgets(
+        r#"{"probes": {"latest-all": {"budget_s": 1e-9}, "hour-1000": {"budget_s": 1e-9}, "day-1": {"budget_s": 1e-9}}}"#,
+    );
     let res = run_probes(&mut set, &probes, &services, &tiny, 5);
     for r in &res {
         assert!(!r.ok, "{r:?}");
         let e = r.error.as_deref().unwrap();
-        assert!(e.starts_with("over budget: warm median ") && e.contains(" s > 0.000 s budget (provisional) by "), "{e}");
+        assert!(
+            e.starts_with("over budget: warm median ") && e.contains(" s > 0.000 s budget (provisional) by "),
+            "{e}"
+        );
         assert_eq!(r.warm_runs_s.len(), 5);
     }
 
@@ -288,7 +310,10 @@ fn historian_sql_probes_within_and_over_budget() {
     for r in &res {
         assert!(!r.ok);
         let e = r.error.as_deref().unwrap();
-        assert!(e.starts_with("check failed on 6 of 6 runs (first: cold run): ") && e.contains("no rows while 20 points"), "{e}");
+        assert!(
+            e.starts_with("check failed on 6 of 6 runs (first: cold run): ") && e.contains("no rows while 20 points"),
+            "{e}"
+        );
         assert_eq!(r.warm_runs_s.len(), 5, "timings are kept when the answer is rejected");
     }
 
@@ -299,7 +324,10 @@ fn historian_sql_probes_within_and_over_budget() {
     for r in &res {
         assert!(!r.ok);
         let e = r.error.as_deref().unwrap();
-        assert!(e.starts_with("error on the cold run: SQL on `timescale`: unknown database service `timescale`"), "{e}");
+        assert!(
+            e.starts_with("error on the cold run: SQL on `timescale`: unknown database service `timescale`"),
+            "{e}"
+        );
         assert!(e.contains("`postgres`"), "{e}");
         assert_eq!((r.cold_s, r.warm_median_s), (None, None));
     }
@@ -309,5 +337,9 @@ fn historian_sql_probes_within_and_over_budget() {
     drop(pg);
     let probes = set.setup("", &points(20)).unwrap();
     let res = run_probes(&mut set, &probes, &services, &generous, 5);
-    assert!(res.iter().all(|r| !r.ok && r.error.as_deref().unwrap().starts_with("error on the cold run: SQL on `postgres`")), "{res:?}");
+    assert!(
+        res.iter()
+            .all(|r| !r.ok && r.error.as_deref().unwrap().starts_with("error on the cold run: SQL on `postgres`")),
+        "{res:?}"
+    );
 }

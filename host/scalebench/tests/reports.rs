@@ -41,7 +41,9 @@ fn chromium() -> PathBuf {
             }
         }
     }
-    panic!("headless Chromium is needed for the report tests\nhint: run scripts/setup.sh (it installs Debian's chromium)");
+    panic!(
+        "headless Chromium is needed for the report tests\nhint: run scripts/setup.sh (it installs Debian's chromium)"
+    );
 }
 
 /// Chromium, headless, with a fresh profile; returns (stdout, stderr).
@@ -108,11 +110,16 @@ window.addEventListener('load', () => {
 });
 </script>"#;
     let head = "<script>window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));</script>";
-    let checked = text.replacen("<head>", &format!("<head>{head}"), 1).replacen("</body>", &format!("{probe}</body>"), 1);
+    let checked =
+        text.replacen("<head>", &format!("<head>{head}"), 1).replacen("</body>", &format!("{probe}</body>"), 1);
     let copy = html.with_file_name("check.html");
     std::fs::write(&copy, checked).unwrap();
-    let (dom, err) = headless(&["--virtual-time-budget=5000".into(), "--dump-dom".into(), format!("file://{}", copy.display())]);
-    let start = dom.find("<pre id=\"check\">").unwrap_or_else(|| panic!("the checking script did not run\nstdout:\n{dom}\nstderr:\n{err}")) + 16;
+    let (dom, err) =
+        headless(&["--virtual-time-budget=5000".into(), "--dump-dom".into(), format!("file://{}", copy.display())]);
+    let start = dom
+        .find("<pre id=\"check\">")
+        .unwrap_or_else(|| panic!("the checking script did not run\nstdout:\n{dom}\nstderr:\n{err}"))
+        + 16;
     let end = start + dom[start..].find("</pre>").unwrap();
     let json = dom[start..end].replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&");
     serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
@@ -120,7 +127,8 @@ window.addEventListener('load', () => {
 
 /// Console messages Chromium logged while loading `html` as it is.
 fn console_messages(html: &Path) -> Vec<String> {
-    let (_, err) = headless(&["--virtual-time-budget=3000".into(), "--dump-dom".into(), format!("file://{}", html.display())]);
+    let (_, err) =
+        headless(&["--virtual-time-budget=3000".into(), "--dump-dom".into(), format!("file://{}", html.display())]);
     err.lines().filter(|l| l.contains("CONSOLE")).map(str::to_string).collect()
 }
 
@@ -162,7 +170,11 @@ fn check_report_in_browser(dir: &Path, r: &RunResult) {
     for banned in ["<script", "<link", "@import", "url(", "<img", "https://", "<iframe"] {
         assert!(!text.contains(banned), "report.html is not self-contained: it has {banned}");
     }
-    assert_eq!(text.matches("http://").count(), text.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(), "only the SVG namespace may name a URL");
+    assert_eq!(
+        text.matches("http://").count(),
+        text.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(),
+        "only the SVG namespace may name a URL"
+    );
 
     let seen = inspect(&html);
     let problems = chart_problems(&seen, &expected_charts(r));
@@ -171,7 +183,11 @@ fn check_report_in_browser(dir: &Path, r: &RunResult) {
     assert!(console.is_empty(), "console messages: {console:#?}");
 
     let shot = dir.join("screenshot.png");
-    headless(&["--window-size=1280,2400".into(), format!("--screenshot={}", shot.display()), format!("file://{}", html.display())]);
+    headless(&[
+        "--window-size=1280,2400".into(),
+        format!("--screenshot={}", shot.display()),
+        format!("file://{}", html.display()),
+    ]);
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "screenshot of {} bytes", png.len());
 
@@ -224,7 +240,8 @@ fn the_report_of_a_step_losing_data_names_the_loss_and_the_progress_shows_every_
     for phase in ["topology", "warm-up", "soak", "probes", "drain", "count"] {
         assert!(e.contains(&format!("[200 pts] phase: {phase} (")), "no {phase} phase line:\n{e}");
     }
-    let samples: Vec<&str> = e.lines().filter(|l| l.contains("[200 pts]") && l.contains(" left  target 200/s")).collect();
+    let samples: Vec<&str> =
+        e.lines().filter(|l| l.contains("[200 pts]") && l.contains(" left  target 200/s")).collect();
     assert!(samples.len() >= 3, "sample lines:\n{e}");
     for want in ["offered ", "acked ", "stored ", "lag ", "behind "] {
         assert!(samples.iter().all(|l| l.contains(want)), "{want} missing in {samples:#?}");
@@ -259,7 +276,8 @@ fn the_browser_check_fails_on_a_missing_or_empty_chart_and_on_a_console_error() 
     assert!(problems.contains(&"step1-cpu: missing".to_string()), "{problems:?}");
 
     // A console error is seen.
-    std::fs::write(&html, good.replacen("</body>", "<script>console.error('spoiled report')</script></body>", 1)).unwrap();
+    std::fs::write(&html, good.replacen("</body>", "<script>console.error('spoiled report')</script></body>", 1))
+        .unwrap();
     let console = console_messages(&html);
     assert!(console.iter().any(|l| l.contains("spoiled report")), "{console:?}");
 }
@@ -288,7 +306,11 @@ fn snapshots_of_the_table_report_md_and_compare_on_fixed_results() {
     scalebench::report::write(&runs, a.path()).unwrap();
     scalebench::report::write(&runs, b.path()).unwrap();
     for f in ["report.html", "report.md"] {
-        assert_eq!(std::fs::read(a.path().join(f)).unwrap(), std::fs::read(b.path().join(f)).unwrap(), "{f} differs between renders");
+        assert_eq!(
+            std::fs::read(a.path().join(f)).unwrap(),
+            std::fs::read(b.path().join(f)).unwrap(),
+            "{f} differs between renders"
+        );
     }
 }
 
@@ -305,12 +327,28 @@ fn compare_refuses_different_hosts_unless_told_and_then_says_so() {
     let o = scalebench(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
-    assert!(e.contains("not comparable") && e.contains("2 CPUs, noise on 8") && e.contains("synchronous_commit was on for plant-shaped, off for noise"), "{e}");
+    assert!(
+        e.contains("not comparable")
+            && e.contains("2 CPUs, noise on 8")
+            && e.contains("synchronous_commit was on for plant-shaped, off for noise"),
+        "{e}"
+    );
     assert!(e.contains("hint:") && e.contains("--allow-different-hosts") && !e.contains("NotComparable"), "{e}");
     assert!(!out.exists(), "nothing written when refused");
-    let o = scalebench(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap(), "--allow-different-hosts"]);
+    let o = scalebench(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--allow-different-hosts",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("**Not like for like** (compared anyway"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("**Not like for like** (compared anyway"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }
 
 // ---- compare of real runs ---------------------------------------------------------
@@ -342,18 +380,38 @@ fn compare_of_real_runs_across_targets_and_value_models_prints_tables_and_writes
     let dir = tempfile::tempdir().unwrap();
 
     let out = dir.path().join("targets");
-    let o = scalebench(&["compare", b.to_str().unwrap(), n.to_str().unwrap(), "--by", "target", "--out", out.to_str().unwrap()]);
+    let o = scalebench(&[
+        "compare",
+        b.to_str().unwrap(),
+        n.to_str().unwrap(),
+        "--by",
+        "target",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("## Comparison by target: baler vs nats-jetstream"), "{t}");
     assert!(t.contains("| Points | baler | nats-jetstream | Δ nats-jetstream vs baler |"), "{t}");
     assert!(t.contains("nats-jetstream: durability settings not read"), "{t}");
-    for table in ["### Stored readings/s", "### p95 lag", "### Probe latest-all: warm median", "### Stack memory", "### Storage size"] {
+    for table in [
+        "### Stored readings/s",
+        "### p95 lag",
+        "### Probe latest-all: warm median",
+        "### Stack memory",
+        "### Storage size",
+    ] {
         assert!(t.contains(table), "no {table} table: {t}");
     }
     let charts = charts_drawn(&out);
-    assert_eq!(charts, ["compare-lag.svg", "compare-memory.svg", "compare-probes.svg", "compare-stored.svg"], "{charts:?}");
-    assert!(std::fs::read_to_string(out.join("compare.md")).unwrap().contains("![compare-stored.svg](compare-stored.svg)"));
+    assert_eq!(
+        charts,
+        ["compare-lag.svg", "compare-memory.svg", "compare-probes.svg", "compare-stored.svg"],
+        "{charts:?}"
+    );
+    assert!(std::fs::read_to_string(out.join("compare.md"))
+        .unwrap()
+        .contains("![compare-stored.svg](compare-stored.svg)"));
 
     let out = dir.path().join("models");
     let o = scalebench(&["compare", b.to_str().unwrap(), z.to_str().unwrap(), "--out", out.to_str().unwrap()]);
@@ -364,7 +422,15 @@ fn compare_of_real_runs_across_targets_and_value_models_prints_tables_and_writes
     assert_eq!(charts_drawn(&out).len(), 4);
 
     // By run: the run ids name the columns.
-    let o = scalebench(&["compare", b.to_str().unwrap(), z.to_str().unwrap(), "--by", "run", "--out", dir.path().join("runs").to_str().unwrap()]);
+    let o = scalebench(&[
+        "compare",
+        b.to_str().unwrap(),
+        z.to_str().unwrap(),
+        "--by",
+        "run",
+        "--out",
+        dir.path().join("runs").to_str().unwrap(),
+    ]);
     let ids: Vec<String> = [&b, &z].iter().map(|f| RunResult::load(f).unwrap().run_id).collect();
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("## Comparison by run: {} vs {}", ids[0], ids[1])));
 }
@@ -376,7 +442,11 @@ fn on_a_pseudo_terminal_progress_is_a_bar_redrawn_in_place() {
     let _one = crate::ladder::ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let args = crate::ladder::ladder_args(dir.path(), &["--soak", "6s", "--probes", "none"]);
-    let cmd = std::iter::once(bin().display().to_string()).chain(args).map(|a| scalebench::report::table::shell_word(&a)).collect::<Vec<_>>().join(" ");
+    let cmd = std::iter::once(bin().display().to_string())
+        .chain(args)
+        .map(|a| scalebench::report::table::shell_word(&a))
+        .collect::<Vec<_>>()
+        .join(" ");
     // util-linux script(1) runs the command on a new pseudo-terminal.
     let out = Command::new("script")
         .args(["-q", "-e", "-c", &format!("{cmd} >/dev/null"), "/dev/null"])

@@ -41,9 +41,11 @@ fn drive(rt: &Runtime, model_name: &str, adapter_name: &str) {
     for first in (0..POINTS).step_by(10_000) {
         let n = 10_000.min(POINTS - first);
         let values = model.sample(7, first, n, 1).unwrap();
-        let readings = Readings { points: (first..first + n).collect(), values, ts_ms: vec![1_700_000_000_000; n as usize] };
+        let readings =
+            Readings { points: (first..first + n).collect(), values, ts_ms: vec![1_700_000_000_000; n as usize] };
         let enc = adapter.encode(&readings).unwrap_or_else(|e| panic!("{adapter_name} encode at {first}: {e}"));
-        carried += if enc.carries.is_empty() { enc.ends.len() as u64 } else { enc.carries.iter().map(|c| *c as u64).sum() };
+        carried +=
+            if enc.carries.is_empty() { enc.ends.len() as u64 } else { enc.carries.iter().map(|c| *c as u64).sum() };
     }
     assert_eq!(carried, POINTS as u64, "{adapter_name}: every reading encoded once");
 }
@@ -64,7 +66,8 @@ fn a_per_call_data_limit_that_is_hit_is_named_with_its_flag_not_called_a_plugin_
         Some(cache_dir()),
     )
     .unwrap();
-    let mut model = ValueModel::instantiate(&rt, &rt.load_bytes("plant-shaped", builtin("plant-shaped")).unwrap()).unwrap();
+    let mut model =
+        ValueModel::instantiate(&rt, &rt.load_bytes("plant-shaped", builtin("plant-shaped")).unwrap()).unwrap();
     model.configure("{}").unwrap();
     let err = model.tags(7, 0, 100_000).unwrap_err();
     let msg = err.to_string();
@@ -78,7 +81,18 @@ fn a_broker_frozen_under_500k_points_grows_behind_schedule_not_the_generators_me
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gen.json");
     let out = scalebench(&[
-        "bench", "generator", "--points", "500k", "--interval", "5s", "--seconds", "12", "--stall", "6s", "--no-baseline", "--json",
+        "bench",
+        "generator",
+        "--points",
+        "500k",
+        "--interval",
+        "5s",
+        "--seconds",
+        "12",
+        "--stall",
+        "6s",
+        "--no-baseline",
+        "--json",
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -100,8 +114,20 @@ fn a_million_point_step_runs_to_a_verdict_that_says_why() {
     // pass. It must run, measure and say why, with the generator's memory
     // measured per point.
     let run = crate::ladder::run_ladder(&[
-        "--steps", "1m", "--interval", "5s", "--warmup", "5s", "--soak", "15s", "--sample-every", "5s", "--drain-timeout", "30s",
-        "--connections", "4",
+        "--steps",
+        "1m",
+        "--interval",
+        "5s",
+        "--warmup",
+        "5s",
+        "--soak",
+        "15s",
+        "--sample-every",
+        "5s",
+        "--drain-timeout",
+        "30s",
+        "--connections",
+        "4",
     ]);
     let r = run.result();
     let s = crate::ladder::step0(&r);
@@ -113,7 +139,10 @@ fn a_million_point_step_runs_to_a_verdict_that_says_why() {
     let status = s["status"].as_str().unwrap();
     assert!(["pass", "fail", "inconclusive"].contains(&status), "{status}");
     if status != "pass" {
-        assert!(!s["reasons"].as_array().unwrap().is_empty() || !s["unmeasured"].as_array().unwrap().is_empty(), "a step that did not pass must say why: {s}");
+        assert!(
+            !s["reasons"].as_array().unwrap().is_empty() || !s["unmeasured"].as_array().unwrap().is_empty(),
+            "a step that did not pass must say why: {s}"
+        );
     }
     // Memory per point is measured, not guessed: tables and every instance.
     let mem = g["memory_bytes"].as_object().unwrap();
@@ -121,6 +150,9 @@ fn a_million_point_step_runs_to_a_verdict_that_says_why() {
         assert!(mem.get(part).and_then(|v| v.as_u64()).is_some_and(|b| b > 0), "{part} missing: {mem:?}");
     }
     let per_point = g["memory_bytes_per_point"].as_f64().unwrap();
-    eprintln!("generator memory at 1M points: {per_point:.0} bytes per point ({mem:?}), peak RSS {} MB", g["rss_peak_bytes"].as_u64().unwrap() >> 20);
+    eprintln!(
+        "generator memory at 1M points: {per_point:.0} bytes per point ({mem:?}), peak RSS {} MB",
+        g["rss_peak_bytes"].as_u64().unwrap() >> 20
+    );
     assert!(per_point < 1000.0, "{per_point} bytes per point: {mem:?}");
 }

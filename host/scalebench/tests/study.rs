@@ -19,7 +19,8 @@ fn run_quick(nodes: usize) -> (tempfile::TempDir, PathBuf, StudyResult, f64) {
     args.quick = true;
     args.nodes = nodes;
     let t0 = Instant::now();
-    let dir = scalebench::study::run_study(args).unwrap_or_else(|e| panic!("study --quick --nodes {nodes} failed: {e:#}"));
+    let dir =
+        scalebench::study::run_study(args).unwrap_or_else(|e| panic!("study --quick --nodes {nodes} failed: {e:#}"));
     let wall = t0.elapsed().as_secs_f64();
     eprintln!("study --quick --nodes {nodes}: {wall:.1} s, {}", dir.display());
     assert_eq!(dir.parent(), Some(results.path()));
@@ -44,7 +45,11 @@ fn check_study(dir: &Path, study: &StudyResult, nodes: usize) {
     assert!(study.servers.iter().all(|s| !s.version.is_empty() && s.jetstream), "{:?}", study.servers);
     assert_eq!(study.varz_before.len(), nodes);
     assert_eq!(study.varz_after.len(), nodes);
-    assert!(study.varz_before.iter().chain(study.varz_after.iter()).all(|v| v.error.is_none()), "{:?}", study.varz_after);
+    assert!(
+        study.varz_before.iter().chain(study.varz_after.iter()).all(|v| v.error.is_none()),
+        "{:?}",
+        study.varz_after
+    );
     let in_before: u64 = study.varz_before.iter().map(|v| v.in_msgs).sum();
     let in_after: u64 = study.varz_after.iter().map(|v| v.in_msgs).sum();
     assert!(in_after > in_before + 20_000, "varz in_msgs {in_before} -> {in_after}");
@@ -78,7 +83,10 @@ fn check_study(dir: &Path, study: &StudyResult, nodes: usize) {
             }
             "jetstream" => {
                 assert_eq!(r.stored, Some(r.published), "{}: acked writes must all be in the stream", r.name);
-                assert!(r.sub_msgs_per_s.is_none() && r.aggregate_msgs_per_s.is_none(), "JetStream rows carry no fan-out columns");
+                assert!(
+                    r.sub_msgs_per_s.is_none() && r.aggregate_msgs_per_s.is_none(),
+                    "JetStream rows carry no fan-out columns"
+                );
             }
             k => panic!("unknown kind {k}"),
         }
@@ -90,14 +98,24 @@ fn check_study(dir: &Path, study: &StudyResult, nodes: usize) {
         assert_eq!(skipped, study.plan.jetstream.iter().filter(|j| j.replicas == 3).count());
     }
     assert!(study.throughput.iter().any(|r| r.publish.starts_with("sync") && r.skipped.is_none()) || nodes < 3);
-    assert!(study.throughput.iter().any(|r| r.kind == "jetstream" && r.publish.starts_with("async") && r.skipped.is_none()));
+    assert!(study
+        .throughput
+        .iter()
+        .any(|r| r.kind == "jetstream" && r.publish.starts_with("async") && r.skipped.is_none()));
 
     // Delay rows.
     assert_eq!(study.delay.len(), 1 + study.plan.floods.len());
     for d in &study.delay {
         assert!(d.error.is_none(), "{}: {:?}", d.name, d.error);
         assert_eq!(d.received, d.count, "{}: {d:?}", d.name);
-        assert!(d.min_ms > 0.0 && d.min_ms <= d.p50_ms && d.p50_ms <= d.p90_ms && d.p90_ms <= d.p99_ms && d.p99_ms <= d.max_ms, "{d:?}");
+        assert!(
+            d.min_ms > 0.0
+                && d.min_ms <= d.p50_ms
+                && d.p50_ms <= d.p90_ms
+                && d.p90_ms <= d.p99_ms
+                && d.p99_ms <= d.max_ms,
+            "{d:?}"
+        );
     }
     let ping = study.delay.iter().find(|d| d.kind == "ping").expect("ping row");
     assert_eq!(ping.count, study.plan.ping_count);
@@ -120,7 +138,11 @@ fn check_study(dir: &Path, study: &StudyResult, nodes: usize) {
     for id in ["H1", "H2", "H3", "H4", "H5"] {
         assert!(report.contains(&format!("| {id} |")), "report.md lacks {id}");
     }
-    assert!(report.contains("Threats to validity") && report.contains("Executive summary") && report.contains("Where it ran"));
+    assert!(
+        report.contains("Threats to validity")
+            && report.contains("Executive summary")
+            && report.contains("Where it ran")
+    );
     assert!(report.contains("fan-out"));
     assert!(study.charts.len() >= 3, "{:?}", study.charts);
     for c in &study.charts {
@@ -132,7 +154,8 @@ fn check_study(dir: &Path, study: &StudyResult, nodes: usize) {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "svg") {
             let text = std::fs::read_to_string(&p).unwrap();
-            let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{} is not well-formed XML: {e}", p.display()));
+            let doc = roxmltree::Document::parse(&text)
+                .unwrap_or_else(|e| panic!("{} is not well-formed XML: {e}", p.display()));
             assert_eq!(doc.root_element().tag_name().name(), "svg", "{}", p.display());
             let texts = doc.descendants().filter(|n| n.has_tag_name("text")).count();
             assert!(texts >= 1, "{} has no <text>", p.display());
@@ -142,7 +165,12 @@ fn check_study(dir: &Path, study: &StudyResult, nodes: usize) {
     assert_eq!(svgs, study.charts.len());
     // The local nodes are gone, and their logs were kept.
     for p in &study.server_processes {
-        assert!(!Path::new(&format!("/proc/{}", p.pid)).exists() || std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).map(|s| s.contains(") Z")).unwrap_or(true), "nats-server pid {} still alive", p.pid);
+        assert!(
+            !Path::new(&format!("/proc/{}", p.pid)).exists()
+                || std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).map(|s| s.contains(") Z")).unwrap_or(true),
+            "nats-server pid {} still alive",
+            p.pid
+        );
     }
     assert!(dir.join("logs/nats-n0.log").is_file());
 }

@@ -2,17 +2,17 @@
 //! Modules by concern; each test talks to real things: real WebAssembly
 //! components built from plugins/ and tests/bad-plugins/, the real binary.
 
-mod common;
 mod cli_gen;
+mod common;
+mod docker;
+mod honesty;
+mod http;
+mod ladder;
 mod models;
 mod plugin_faults;
-mod ladder;
-mod honesty;
-mod docker;
-mod probes;
-mod study;
-mod reports;
-mod user_text;
 mod prefill;
+mod probes;
+mod reports;
 mod scale;
-mod http;
+mod study;
+mod user_text;

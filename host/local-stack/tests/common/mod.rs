@@ -163,7 +163,13 @@ pub async fn stored_ids(pg: &tokio_postgres::Client, prefix: &str) -> Vec<u64> {
 
 /// Wait (bounded) until every id of `acked` is stored, or until the stored
 /// count has not changed for `quiet`; returns the stored ids.
-pub async fn drain(pg: &tokio_postgres::Client, prefix: &str, acked: &HashSet<u64>, quiet: Duration, max: Duration) -> Vec<u64> {
+pub async fn drain(
+    pg: &tokio_postgres::Client,
+    prefix: &str,
+    acked: &HashSet<u64>,
+    quiet: Duration,
+    max: Duration,
+) -> Vec<u64> {
     let deadline = Instant::now() + max;
     let mut ids = stored_ids(pg, prefix).await;
     let mut last_change = Instant::now();

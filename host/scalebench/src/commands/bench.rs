@@ -45,7 +45,11 @@ fn start_mosquitto() -> anyhow::Result<Mosquitto> {
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 0\nlog_dest none\n"
         ),
     )?;
-    let bin = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].iter().find(|p| std::path::Path::new(p).exists()).copied().unwrap_or("mosquitto");
+    let bin = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"]
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .copied()
+        .unwrap_or("mosquitto");
     let child = Command::new(bin)
         .arg("-c")
         .arg(&conf)
@@ -119,7 +123,8 @@ async fn plain_publisher(port: u16, connections: u32, seconds: f64, payload: Vec
             let mut i = 0u64;
             let topics: Vec<String> = (0..1000).map(|e| format!("fbf/scale/s0/e{e}/temp1")).collect();
             while !s.load(Ordering::Relaxed) {
-                if client.publish(topics[(i % 1000) as usize].clone(), QoS::AtLeastOnce, true, p.clone()).await.is_err() {
+                if client.publish(topics[(i % 1000) as usize].clone(), QoS::AtLeastOnce, true, p.clone()).await.is_err()
+                {
                     break;
                 }
                 i += 1;
@@ -229,7 +234,8 @@ fn generator_arm(
         // Measure a steady window that starts with the first reading (the
         // producer starts on a whole second, up to 1.2 s after spawning).
         wait_for_first_reading(&live).await;
-        let (t0, acked0, cpu0) = (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed), hardware::self_cpu_seconds());
+        let (t0, acked0, cpu0) =
+            (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed), hardware::self_cpu_seconds());
         let end = t0 + Duration::from_secs_f64(seconds);
         let stall_at = stall.map(|d| (t0 + Duration::from_secs_f64(seconds / 3.0), d));
         let mut frozen = false;
@@ -293,7 +299,8 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
         .map(|p| crate::commands::run::parse_points(p.trim()).map_err(crate::cli::UsageError))
         .collect::<Result<_, _>>()?;
     let interval = crate::commands::run::parse_duration(&args.interval).map_err(crate::cli::UsageError)?;
-    let stall = args.stall.as_deref().map(crate::commands::run::parse_duration).transpose().map_err(crate::cli::UsageError)?;
+    let stall =
+        args.stall.as_deref().map(crate::commands::run::parse_duration).transpose().map_err(crate::cli::UsageError)?;
     let seconds = args.seconds.max(1.0);
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let mut arms = Vec::new();
@@ -339,10 +346,27 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
         Some(c) => format!("{c} connections"),
         None => "a connection per 60,000 readings/s".into(),
     };
-    println!("generator ceiling, bare mosquitto, {conns} (baseline: {}), {} s per arm, nproc {}", args.connections.unwrap_or(4), args.seconds.max(1.0), hardware::nproc());
-    println!("{:<44} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}", "", "acked msgs/s", "CPU us/ack", "peak MB", "bound MB", "queue MB", "behind s");
+    println!(
+        "generator ceiling, bare mosquitto, {conns} (baseline: {}), {} s per arm, nproc {}",
+        args.connections.unwrap_or(4),
+        args.seconds.max(1.0),
+        hardware::nproc()
+    );
+    println!(
+        "{:<44} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "", "acked msgs/s", "CPU us/ack", "peak MB", "bound MB", "queue MB", "behind s"
+    );
     if let Some(p) = plain {
-        println!("{:<44} {:>12} {:>9.2} {:>9.1} {:>9} {:>9} {:>8}", "plain rumqttc (baseline, no pacing)", group(p.rate() as u64), p.cpu_us(), mb(p.peak_rss), "-", "-", "-");
+        println!(
+            "{:<44} {:>12} {:>9.2} {:>9.1} {:>9} {:>9} {:>8}",
+            "plain rumqttc (baseline, no pacing)",
+            group(p.rate() as u64),
+            p.cpu_us(),
+            mb(p.peak_rss),
+            "-",
+            "-",
+            "-"
+        );
     }
     for a in arms {
         let label = match a.stalled_s {
@@ -366,7 +390,13 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
 
 /// Plain async-nats: pre-built payloads, no pacing. JetStream with up to
 /// `window` acks outstanding (the same window scalebench uses).
-async fn plain_nats(url: &str, jetstream: bool, seconds: f64, payload: bytes::Bytes, window: usize) -> anyhow::Result<(u64, f64)> {
+async fn plain_nats(
+    url: &str,
+    jetstream: bool,
+    seconds: f64,
+    payload: bytes::Bytes,
+    window: usize,
+) -> anyhow::Result<(u64, f64)> {
     use futures::StreamExt;
     let client = crate::transport::nats::connect(url).await?;
     let js = async_nats::jetstream::new(client.clone());
@@ -386,7 +416,8 @@ async fn plain_nats(url: &str, jetstream: bool, seconds: f64, payload: bytes::By
                     }
                 }
                 let ack = js.publish(subject, payload.clone()).await?;
-                outstanding.push(async move { ack.await.map(|_| ()).map_err(|e| anyhow::anyhow!("JetStream ack: {e}")) });
+                outstanding
+                    .push(async move { ack.await.map(|_| ()).map_err(|e| anyhow::anyhow!("JetStream ack: {e}")) });
             } else {
                 client.publish(subject, payload.clone()).await?;
                 n += 1;
@@ -415,7 +446,8 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
     model.configure("{}")?;
     let period = model.sample_period_ms()?;
-    let mut adapter = TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, "nats-jetstream")?, Arc::new(NoServices))?;
+    let mut adapter =
+        TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, "nats-jetstream")?, Arc::new(NoServices))?;
     let plan = adapter.configure("{}")?;
     let jp = match plan.transport {
         plugin_runtime::adapter_types::TransportPlan::NatsJetstream(jp) => jp,
@@ -438,66 +470,89 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
         let mut plain_rates = Vec::new();
         let mut our_rates = Vec::new();
         for _ in 0..args.repeats.max(1) {
-        let (n, wall) = tokio_rt.block_on(async {
-            let client = crate::transport::nats::connect(&url).await?;
-            crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0).await?;
-            let r = plain_nats(&url, jetstream, seconds, payload.clone(), 256).await;
-            crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
-            r
-        })?;
-        let plain_rate = n as f64 / wall;
+            let (n, wall) = tokio_rt.block_on(async {
+                let client = crate::transport::nats::connect(&url).await?;
+                crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0)
+                    .await?;
+                let r = plain_nats(&url, jetstream, seconds, payload.clone(), 256).await;
+                crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
+                r
+            })?;
+            let plain_rate = n as f64 / wall;
 
-        let (acked, wall) = tokio_rt.block_on(async {
-            let client = crate::transport::nats::connect(&url).await?;
-            crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0).await?;
-            let cfg = NatsConfig { urls: url.clone(), connections: args.connections, jetstream_window: if jetstream { Some(256) } else { None }, channel_batches: 4 };
-            let transport = NatsTransport::start(&cfg).await?;
-            let senders = transport.senders();
-            let live = Arc::new(ProducerLive::default());
-            let stop = Arc::new(AtomicBool::new(false));
-            let spec = LoadSpec { points: points as u32, interval, seed: 1, duration: Duration::from_secs_f64(seconds + 5.0), sample_period_ms: period, first_canary_seq: 0 };
-            let mut p = plugins.take().unwrap();
-            let addrs = addresses.clone();
-            let (live2, stop2) = (live.clone(), stop.clone());
-            let producer = std::thread::spawn(move || {
-                let r = loadgen::produce(&mut p, &spec, &addrs, &senders, &live2, &stop2);
-                (p, r)
-            });
-            // Measure a window that starts with the first reading (the
-            // producer starts on a whole second) and lasts `seconds`, while
-            // the producer still runs.
-            wait_for_first_reading(&live).await;
-            let (t0, acked0) = (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed));
-            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-            let acked = transport.live.readings_acked.load(Ordering::Relaxed) - acked0;
-            let wall = t0.elapsed().as_secs_f64();
-            stop.store(true, Ordering::Relaxed);
-            while !producer.is_finished() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            let (p, _) = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))?;
-            plugins = Some(p);
-            let _ = transport.finish(Duration::from_secs(5)).await;
-            crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
-            anyhow::Ok((acked, wall))
-        })?;
-        plain_rates.push(plain_rate);
-        our_rates.push(acked as f64 / wall);
+            let (acked, wall) = tokio_rt.block_on(async {
+                let client = crate::transport::nats::connect(&url).await?;
+                crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0)
+                    .await?;
+                let cfg = NatsConfig {
+                    urls: url.clone(),
+                    connections: args.connections,
+                    jetstream_window: if jetstream { Some(256) } else { None },
+                    channel_batches: 4,
+                };
+                let transport = NatsTransport::start(&cfg).await?;
+                let senders = transport.senders();
+                let live = Arc::new(ProducerLive::default());
+                let stop = Arc::new(AtomicBool::new(false));
+                let spec = LoadSpec {
+                    points: points as u32,
+                    interval,
+                    seed: 1,
+                    duration: Duration::from_secs_f64(seconds + 5.0),
+                    sample_period_ms: period,
+                    first_canary_seq: 0,
+                };
+                let mut p = plugins.take().unwrap();
+                let addrs = addresses.clone();
+                let (live2, stop2) = (live.clone(), stop.clone());
+                let producer = std::thread::spawn(move || {
+                    let r = loadgen::produce(&mut p, &spec, &addrs, &senders, &live2, &stop2);
+                    (p, r)
+                });
+                // Measure a window that starts with the first reading (the
+                // producer starts on a whole second) and lasts `seconds`, while
+                // the producer still runs.
+                wait_for_first_reading(&live).await;
+                let (t0, acked0) = (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed));
+                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                let acked = transport.live.readings_acked.load(Ordering::Relaxed) - acked0;
+                let wall = t0.elapsed().as_secs_f64();
+                stop.store(true, Ordering::Relaxed);
+                while !producer.is_finished() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let (p, _) = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))?;
+                plugins = Some(p);
+                let _ = transport.finish(Duration::from_secs(5)).await;
+                crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
+                anyhow::Ok((acked, wall))
+            })?;
+            plain_rates.push(plain_rate);
+            our_rates.push(acked as f64 / wall);
         }
         let median = |v: &mut Vec<f64>| {
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
             v[v.len() / 2]
         };
-        let ratios: Vec<String> = plain_rates.iter().zip(&our_rates).map(|(p, o)| format!("{:.2}", o / p.max(1.0))).collect();
+        let ratios: Vec<String> =
+            plain_rates.iter().zip(&our_rates).map(|(p, o)| format!("{:.2}", o / p.max(1.0))).collect();
         eprintln!("  {label}: per-repeat ratios {}", ratios.join(", "));
         rows.push((label, median(&mut plain_rates), median(&mut our_rates)));
     }
     println!("NATS publish rates (medians of {} alternating repeats), one local nats-server, {seconds} s per arm, nproc {}, scalebench: {} points every {:?} over {} connection(s)", args.repeats.max(1), hardware::nproc(), group(points), interval, args.connections);
     println!("{:<32} {:>18} {:>20} {:>8}", "", "plain async-nats/s", "scalebench paced/s", "ratio");
     for (label, plain, ours) in &rows {
-        println!("{:<32} {:>18} {:>20} {:>8.2}", label, group(*plain as u64), group(*ours as u64), ours / plain.max(1.0));
+        println!(
+            "{:<32} {:>18} {:>20} {:>8.2}",
+            label,
+            group(*plain as u64),
+            group(*ours as u64),
+            ours / plain.max(1.0)
+        );
     }
-    println!("Goal: scalebench's JetStream rate >= 0.9 of the plain publisher's. Unique writes only: no fan-out is counted.");
+    println!(
+        "Goal: scalebench's JetStream rate >= 0.9 of the plain publisher's. Unique writes only: no fan-out is counted."
+    );
     cluster.stop();
     Ok(())
 }

@@ -67,7 +67,11 @@ struct Bodies {
     writes: Vec<(Arc<str>, Bytes, u32)>,
 }
 
-fn bodies(opts: &PluginOptions, args: &HttpBenchArgs, points: u32) -> anyhow::Result<(Bodies, plugin_runtime::TargetAdapter)> {
+fn bodies(
+    opts: &PluginOptions,
+    args: &HttpBenchArgs,
+    points: u32,
+) -> anyhow::Result<(Bodies, plugin_runtime::TargetAdapter)> {
     let rt = crate::catalog::runtime(opts)?;
     let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, "plant-shaped")?)?;
     model.configure("{}").map_err(crate::catalog::user_error)?;
@@ -79,14 +83,16 @@ fn bodies(opts: &PluginOptions, args: &HttpBenchArgs, points: u32) -> anyhow::Re
     judge.configure(&params).map_err(crate::catalog::user_error)?;
     let tags = model.tags(1, 0, points)?;
     let addresses = adapter.addresses(&tags)?;
-    let topology: Vec<(String, Bytes)> = adapter.topology(&tags)?.into_iter().map(|m| (m.address, Bytes::from(m.payload))).collect();
+    let topology: Vec<(String, Bytes)> =
+        adapter.topology(&tags)?.into_iter().map(|m| (m.address, Bytes::from(m.payload))).collect();
     let mut writes = Vec::with_capacity(args.messages);
     let start_ms = crate::loadgen::now_ms() - 3_600_000;
     let mut sample = 0i64;
     while writes.len() < args.messages {
         let values = model.sample(1, 0, points, sample as u64)?;
         let ts: Vec<i64> = (0..points as i64).map(|i| start_ms + sample * 5_000 + i * 5_000 / points as i64).collect();
-        let enc = adapter.encode(&plugin_runtime::types::Readings { points: (0..points).collect(), values, ts_ms: ts })?;
+        let enc =
+            adapter.encode(&plugin_runtime::types::Readings { points: (0..points).collect(), values, ts_ms: ts })?;
         let payload = Bytes::from(enc.payload);
         let mut begin = 0usize;
         for (i, end) in enc.ends.iter().enumerate() {
@@ -114,7 +120,12 @@ async fn post(client: &Plain, url: &str, body: Bytes) -> anyhow::Result<u16> {
 async fn plain_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], tasks: usize) -> anyhow::Result<(f64, u64)> {
     let client: Plain = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(tasks).build_http();
     let next = Arc::new(Mutex::new(0usize));
-    let items: Arc<Vec<(String, Bytes)>> = Arc::new(writes.iter().map(|(a, b, _)| (format!("{url}{}", a.split_once(' ').map(|x| x.1).unwrap_or("/")), b.clone())).collect());
+    let items: Arc<Vec<(String, Bytes)>> = Arc::new(
+        writes
+            .iter()
+            .map(|(a, b, _)| (format!("{url}{}", a.split_once(' ').map(|x| x.1).unwrap_or("/")), b.clone()))
+            .collect(),
+    );
     let t = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..tasks {
@@ -143,7 +154,12 @@ async fn plain_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], tasks: usize) -
 }
 
 /// scalebench's arm: the HTTP transport, fed as the producer feeds it.
-async fn scalebench_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], args: &HttpBenchArgs, judge: plugin_runtime::TargetAdapter) -> anyhow::Result<(f64, crate::transport::AckCounts)> {
+async fn scalebench_arm(
+    url: &str,
+    writes: &[(Arc<str>, Bytes, u32)],
+    args: &HttpBenchArgs,
+    judge: plugin_runtime::TargetAdapter,
+) -> anyhow::Result<(f64, crate::transport::AckCounts)> {
     let cfg = HttpConfig {
         bases: [("api".to_string(), url.to_string())].into(),
         connections: args.connections.max(1),
@@ -156,7 +172,14 @@ async fn scalebench_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], args: &Htt
     let senders = transport.senders();
     let t = Instant::now();
     for (i, chunk) in writes.chunks(16).enumerate() {
-        let batch = chunk.iter().map(|(a, b, n)| Message { address: a.clone(), payload: b.clone(), carries: Carries::Readings { n: *n, ts_s: 0 } }).collect();
+        let batch = chunk
+            .iter()
+            .map(|(a, b, n)| Message {
+                address: a.clone(),
+                payload: b.clone(),
+                carries: Carries::Readings { n: *n, ts_s: 0 },
+            })
+            .collect();
         senders[i % senders.len()].send(batch).await.map_err(|_| anyhow::anyhow!("the transport closed"))?;
     }
     drop(senders);
@@ -165,7 +188,8 @@ async fn scalebench_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], args: &Htt
 }
 
 pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
-    let points = crate::commands::run::parse_points(&args.points).map_err(|e| crate::cli::UsageError(format!("--points: {e}")))? as u32;
+    let points = crate::commands::run::parse_points(&args.points)
+        .map_err(|e| crate::cli::UsageError(format!("--points: {e}")))? as u32;
     let (b, judge) = bodies(opts, &args, points)?;
     let server = start_server()?;
     let tasks = (args.connections.max(1) * args.window.max(1)) as usize;

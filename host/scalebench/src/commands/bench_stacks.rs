@@ -50,8 +50,17 @@ pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new().prefix("scalebench-bench-stacks-").tempdir()?;
     let local = arm(&args, "local", dir.path())?;
     let docker = arm(&args, "docker", dir.path())?;
-    println!("the same ladder on the local stack and the Docker stack ({} + {}, {} soak), nproc {}", args.target, args.model, args.soak, crate::hardware::nproc());
-    println!("{:<10} {:<8} {:<7} {:>10} {:>10}  {}", "points", "stack", "status", "stored/s", "p95 lag", "CPU % (100 = a core) / peak RSS MB per service");
+    println!(
+        "the same ladder on the local stack and the Docker stack ({} + {}, {} soak), nproc {}",
+        args.target,
+        args.model,
+        args.soak,
+        crate::hardware::nproc()
+    );
+    println!(
+        "{:<10} {:<8} {:<7} {:>10} {:>10}  {}",
+        "points", "stack", "status", "stored/s", "p95 lag", "CPU % (100 = a core) / peak RSS MB per service"
+    );
     for (i, step) in local.steps.iter().enumerate() {
         for (name, s) in [("local", Some(step)), ("docker", docker.steps.get(i))] {
             let Some(s) = s else { continue };

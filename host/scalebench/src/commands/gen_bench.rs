@@ -31,7 +31,9 @@ impl Native {
                 let shapes = m.shapes(seed, 0, tags);
                 Some(Native::Plant(m, shapes))
             }
-            "noise" => Some(Native::Noise(noise::Noise { params: noise::Params::from_json(params).map_err(UsageError)? })),
+            "noise" => {
+                Some(Native::Noise(noise::Noise { params: noise::Params::from_json(params).map_err(UsageError)? }))
+            }
             _ => None,
         })
     }
@@ -158,7 +160,9 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
         None => None,
     };
 
-    let ratio = |w: &Rate, n: Option<&Rate>| n.map(|n| format!("{:.2}", w.values_per_s / n.values_per_s)).unwrap_or("n/a".into());
+    let ratio = |w: &Rate, n: Option<&Rate>| {
+        n.map(|n| format!("{:.2}", w.values_per_s / n.values_per_s)).unwrap_or("n/a".into())
+    };
     println!("{:<28} {:>16} {:>16} {:>12}", "stage (values/s, one core)", "WebAssembly", "native", "wasm/native");
     println!(
         "{:<28} {:>16} {:>16} {:>12}",
@@ -180,7 +184,9 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
     );
 
     // Loading.
-    if let Some(bytes) = catalog::builtin_bytes(&args.model).map(|b| b.to_vec()).or_else(|| std::fs::read(&args.model).ok()) {
+    if let Some(bytes) =
+        catalog::builtin_bytes(&args.model).map(|b| b.to_vec()).or_else(|| std::fs::read(&args.model).ok())
+    {
         let dir = tempfile_dir()?;
         let limits = Limits {
             call_timeout: Duration::from_millis(opts.plugin_timeout_ms),

@@ -7,7 +7,14 @@ use crate::cli::{GenArgs, PluginOptions};
 use crate::compression;
 
 /// (bytes per reading over all tags, per kind)
-pub fn measure(opts: &PluginOptions, model: &str, params: &str, tags: u32, samples: u32, seed: u64) -> anyhow::Result<(f64, Vec<(String, f64)>)> {
+pub fn measure(
+    opts: &PluginOptions,
+    model: &str,
+    params: &str,
+    tags: u32,
+    samples: u32,
+    seed: u64,
+) -> anyhow::Result<(f64, Vec<(String, f64)>)> {
     let mut m = super::gen::open_model(opts, model, params)?;
     let period = m.sample_period_ms()? as i64;
     let infos = m.tags(seed, 0, tags)?;

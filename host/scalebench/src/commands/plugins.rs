@@ -29,7 +29,11 @@ pub fn run(opts: &PluginOptions, args: PluginsArgs) -> anyhow::Result<()> {
             println!("summary:      {}", info.summary);
             println!("size:         {} bytes", p.size_bytes);
             println!("sha256:       {}", p.sha256);
-            println!("loaded in:    {:.2} ms ({})", p.load_time.as_secs_f64() * 1e3, if p.from_cache { "compile cache" } else { "compiled" });
+            println!(
+                "loaded in:    {:.2} ms ({})",
+                p.load_time.as_secs_f64() * 1e3,
+                if p.from_cache { "compile cache" } else { "compiled" }
+            );
             println!("exports:      {}", p.exports.join(", "));
             println!("imports:      {}", p.imports.join(", "));
             println!("default params:\n  {}", info.default_params);

@@ -54,7 +54,16 @@ fn stop_on_sigint() -> Arc<AtomicBool> {
 }
 
 /// The spec from the command line's words.
-pub fn spec(model: &str, model_params: &str, target: &str, target_params: &str, points: u32, days: f64, interval_ms: u64, seed: u64) -> Spec {
+pub fn spec(
+    model: &str,
+    model_params: &str,
+    target: &str,
+    target_params: &str,
+    points: u32,
+    days: f64,
+    interval_ms: u64,
+    seed: u64,
+) -> Spec {
     Spec {
         points,
         days,
@@ -70,7 +79,11 @@ pub fn spec(model: &str, model_params: &str, target: &str, target_params: &str, 
 
 /// The stack's services as prefill needs them: by name, and as the host
 /// services the adapter's own calls go through.
-pub fn destination(databases: BTreeMap<String, String>, http: BTreeMap<String, String>, results_dir: &Path) -> anyhow::Result<(Destination, Arc<StackServices>)> {
+pub fn destination(
+    databases: BTreeMap<String, String>,
+    http: BTreeMap<String, String>,
+    results_dir: &Path,
+) -> anyhow::Result<(Destination, Arc<StackServices>)> {
     let services = Arc::new(StackServices::new(databases.clone(), http.clone())?);
     Ok((Destination { databases, http, jobs_dir: results_dir.join("prefill-jobs") }, services))
 }
@@ -101,17 +114,24 @@ pub fn prefill_with(
     let on_start = |r: &Report| {
         let left = r.rows_total.saturating_sub(r.rows_before);
         if r.rows_before > 0 || r.resumed {
-            eprintln!("prefill: resuming {}: {} of {} rows were written by an earlier run", r.destination, r.rows_before, r.rows_total);
+            eprintln!(
+                "prefill: resuming {}: {} of {} rows were written by an earlier run",
+                r.destination, r.rows_before, r.rows_total
+            );
         }
         if left == 0 || r.rows_before >= r.rows_total {
-            eprintln!("prefill: this history is already complete in {} ({} rows): nothing to add", r.destination, r.rows_total);
+            eprintln!(
+                "prefill: this history is already complete in {} ({} rows): nothing to add",
+                r.destination, r.rows_total
+            );
         } else {
             eprintln!(
                 "prefill: {} points x {} intervals of {} s ({} .. {}) into {}",
                 r.points, r.intervals_total, r.interval_s, r.start_utc, r.end_utc, r.destination
             );
         }
-        *bar.borrow_mut() = Some(prefill::progress_bar(r.rows_total, r.rows_before, progress.clone(), bar_stop.clone()));
+        *bar.borrow_mut() =
+            Some(prefill::progress_bar(r.rows_total, r.rows_before, progress.clone(), bar_stop.clone()));
     };
     let result = prefill::run(spec, &mut model, &mut adapter, &mut more, dest, stop, progress.clone(), &on_start);
     bar_stop.store(true, Ordering::Relaxed);
@@ -124,7 +144,11 @@ pub fn prefill_with(
         r.rows_added,
         r.duration_s,
         r.rows_per_s,
-        if r.rows_already_stored > 0 { format!(", {} readings were already stored and left alone", r.rows_already_stored) } else { String::new() },
+        if r.rows_already_stored > 0 {
+            format!(", {} readings were already stored and left alone", r.rows_already_stored)
+        } else {
+            String::new()
+        },
         if r.interrupted { ", interrupted" } else { "" },
         r.rows_before + r.rows_added + r.rows_already_stored,
         r.rows_total
@@ -135,7 +159,11 @@ pub fn prefill_with(
 /// Does the target take readings over HTTP (a Haystack server)?
 fn takes_http(opts: &PluginOptions, target: &str, params: &str) -> anyhow::Result<bool> {
     let rt = crate::catalog::runtime(opts)?;
-    let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, target)?, Arc::new(plugin_runtime::NoServices))?;
+    let mut a = plugin_runtime::TargetAdapter::instantiate(
+        &rt,
+        &crate::catalog::load(&rt, target)?,
+        Arc::new(plugin_runtime::NoServices),
+    )?;
     let plan = a.configure(params).map_err(super::gen::user_error)?;
     Ok(matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http))
 }
@@ -156,12 +184,24 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
         return Err(usage("--interval must be above zero".into()));
     }
     if !(args.days > 0.0 && args.days <= 3660.0) {
-        return Err(usage(format!("--days {}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)", args.days)));
+        return Err(usage(format!(
+            "--days {}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)",
+            args.days
+        )));
     }
     crate::credentials::refuse_in_params("--target-params", &args.target_params).map_err(usage)?;
     let password = crate::credentials::load(args.credentials_file.as_deref())?;
     let target_params = crate::credentials::with_password(&args.target_params, password.as_ref());
-    let spec = spec(&args.model, &args.model_params, &args.target, &args.target_params, points as u32, args.days, interval.as_millis() as u64, args.seed);
+    let spec = spec(
+        &args.model,
+        &args.model_params,
+        &args.target,
+        &args.target_params,
+        points as u32,
+        args.days,
+        interval.as_millis() as u64,
+        args.seed,
+    );
     let stop = stop_on_sigint();
     let report = match args.stack {
         StackKind::External => {
@@ -214,10 +254,14 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
             r?
         }
     };
-    std::fs::create_dir_all(&args.results_dir).with_context(|| format!("cannot create {}", args.results_dir.display()))?;
-    let path = args.results_dir.join(format!("{}-prefill.json", crate::results::fresh_run_id(&args.results_dir, "-prefill.json")));
+    std::fs::create_dir_all(&args.results_dir)
+        .with_context(|| format!("cannot create {}", args.results_dir.display()))?;
+    let path = args
+        .results_dir
+        .join(format!("{}-prefill.json", crate::results::fresh_run_id(&args.results_dir, "-prefill.json")));
     let json = serde_json::json!({ "schema_version": 1, "command_line": std::env::args().collect::<Vec<_>>(), "prefill": report });
-    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
     println!(
         "prefill {}: {} rows added, {:.0} rows/s, {} of {} rows stored{}",
         report.destination,
@@ -229,7 +273,11 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
     );
     eprintln!("results: {}", path.display());
     if report.interrupted {
-        return Err(PrefillInterrupted { written: report.rows_before + report.rows_added + report.rows_already_stored, total: report.rows_total }.into());
+        return Err(PrefillInterrupted {
+            written: report.rows_before + report.rows_added + report.rows_already_stored,
+            total: report.rows_total,
+        }
+        .into());
     }
     Ok(())
 }

@@ -19,7 +19,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let runs = files.iter().map(|f| RunResult::load(f)).collect::<anyhow::Result<Vec<_>>>()?;
     let out = args.out.clone().unwrap_or_else(|| default_out(&files[0], &runs[0]));
     let written = crate::report::write(&runs, &out)?;
-    eprintln!("report: {} ({} charts in {})", written.markdown.display(), written.charts.len(), out.join("charts").display());
+    eprintln!(
+        "report: {} ({} charts in {})",
+        written.markdown.display(),
+        written.charts.len(),
+        out.join("charts").display()
+    );
     println!("{}", written.html.display());
     Ok(())
 }

@@ -36,12 +36,16 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                 .map(|i| {
                     let t = i as f64 * 15.0;
                     let acked = target * (0.995 + 0.01 * n.next());
-                    let stored = if failing { acked * (0.90 + 0.05 * n.next()) } else { acked * (0.99 + 0.02 * n.next()) };
+                    let stored =
+                        if failing { acked * (0.90 + 0.05 * n.next()) } else { acked * (0.99 + 0.02 * n.next()) };
                     let mut cpu = BTreeMap::new();
                     let mut rss = BTreeMap::new();
                     for (j, s) in services.iter().enumerate() {
                         cpu.insert(s.to_string(), target / 200.0 * (1.0 + j as f64) * (0.8 + 0.4 * n.next()));
-                        rss.insert(s.to_string(), ((40.0 + 30.0 * j as f64 + t / 60.0 * (1.0 + k as f64)) * 1048576.0) as u64);
+                        rss.insert(
+                            s.to_string(),
+                            ((40.0 + 30.0 * j as f64 + t / 60.0 * (1.0 + k as f64)) * 1048576.0) as u64,
+                        );
                     }
                     let mut disk = BTreeMap::new();
                     disk.insert("results directory".to_string(), Some(50_000_000_000u64));
@@ -84,12 +88,27 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                 .collect();
             let resources = services
                 .iter()
-                .map(|s| (s.to_string(), Resource { cpu_percent: 30.0, cpu_percent_max: 45.0, rss_bytes_max: 200 << 20, rss_bytes_last: 190 << 20, ..Default::default() }))
+                .map(|s| {
+                    (
+                        s.to_string(),
+                        Resource {
+                            cpu_percent: 30.0,
+                            cpu_percent_max: 45.0,
+                            rss_bytes_max: 200 << 20,
+                            rss_bytes_last: 190 << 20,
+                            ..Default::default()
+                        },
+                    )
+                })
                 .collect();
             StepResult {
                 points,
                 status: if failing { Status::Fail } else { Status::Pass },
-                reasons: if failing { vec![format!("data loss: stored 93.00% of acked ({} of {})", stored, acked)] } else { vec![] },
+                reasons: if failing {
+                    vec![format!("data loss: stored 93.00% of acked ({} of {})", stored, acked)]
+                } else {
+                    vec![]
+                },
                 target_rps: target,
                 started_utc: "2026-01-01T00:00:00.000Z".into(),
                 duration_s: warmup_s + soak_s + 20.0,
@@ -116,7 +135,14 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                     broker_dropped_delta: Some(0.0),
                     ..Default::default()
                 },
-                lag: Lag { canaries_sent: (soak_s / 2.0) as u64, p50_s: Some(0.3), p95_s: Some(if failing { 24.0 } else { 0.5 }), max_s: Some(1.0), poll_interval_s: 0.5, ..Default::default() },
+                lag: Lag {
+                    canaries_sent: (soak_s / 2.0) as u64,
+                    p50_s: Some(0.3),
+                    p95_s: Some(if failing { 24.0 } else { 0.5 }),
+                    max_s: Some(1.0),
+                    poll_interval_s: 0.5,
+                    ..Default::default()
+                },
                 broker: BTreeMap::new(),
                 resources,
                 containers: BTreeMap::new(),

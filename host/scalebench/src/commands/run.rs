@@ -88,7 +88,8 @@ fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
         }
     }
     for k in &args.kill {
-        let (svc, after) = k.split_once(':').ok_or_else(|| usage(format!("--kill {k}: give SERVICE:DURATION, e.g. mosquitto:15s")))?;
+        let (svc, after) =
+            k.split_once(':').ok_or_else(|| usage(format!("--kill {k}: give SERVICE:DURATION, e.g. mosquitto:15s")))?;
         out.push(Fault { service: svc.into(), after: dur("--kill", after)?, kind: FaultKind::Kill });
     }
     for f in &args.freeze {
@@ -96,7 +97,11 @@ fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
         let [svc, after, for_] = parts[..] else {
             return Err(usage(format!("--freeze {f}: give SERVICE:AFTER:FOR, e.g. mosquitto:12s:10s")));
         };
-        out.push(Fault { service: svc.into(), after: dur("--freeze", after)?, kind: FaultKind::Freeze(dur("--freeze", for_)?) });
+        out.push(Fault {
+            service: svc.into(),
+            after: dur("--freeze", after)?,
+            kind: FaultKind::Freeze(dur("--freeze", for_)?),
+        });
     }
     if !out.is_empty() && args.stack == StackKind::External {
         return Err(usage("--kill, --freeze and the crash-test flags need a stack scalebench runs (--stack local or docker): an external stack's processes are not its own".into()));
@@ -138,7 +143,9 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
     })?;
     let budgets = &budgets;
     // Only the probes' names are needed here, before any stack runs: no login.
-    let probes = ps.setup(&crate::credentials::without_login(&cfg.probe_params), &tags).map_err(crate::commands::gen::user_error)?;
+    let probes = ps
+        .setup(&crate::credentials::without_login(&cfg.probe_params), &tags)
+        .map_err(crate::commands::gen::user_error)?;
     let names: Vec<&str> = probes.iter().map(|p| p.name.as_str()).collect();
     if let Some(missing) = names.iter().find(|n| budgets.get(n).is_none()) {
         return Err(crate::error::Error::Budgets {
@@ -149,7 +156,10 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
     }
     if let Some(extra) = budgets.names().find(|b| !names.contains(b)) {
         return Err(crate::error::Error::Budgets {
-            problem: format!("{file} has a budget for `{extra}`, which probe set {spec} does not have (its probes: {})", names.join(", ")),
+            problem: format!(
+                "{file} has a budget for `{extra}`, which probe set {spec} does not have (its probes: {})",
+                names.join(", ")
+            ),
             hint: "fix the name in the budgets file, or pass the budgets of this probe set with --budgets".into(),
         }
         .into());
@@ -174,7 +184,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let budgets = match &args.budgets {
         Some(p) => Budgets::load(p)?,
         None if std::path::Path::new("budgets.json").exists() => Budgets::load(std::path::Path::new("budgets.json"))?,
-        None => Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("built-in budgets.json"))?,
+        None => {
+            Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("built-in budgets.json"))?
+        }
     };
     let probes = match args.probes.as_str() {
         "none" => None,
@@ -225,7 +237,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     };
     if let Some(d) = args.prefill_days {
         if !(d > 0.0 && d <= 3660.0) {
-            return Err(usage(format!("--prefill-days {d}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)")));
+            return Err(usage(format!(
+                "--prefill-days {d}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)"
+            )));
         }
     }
     let plugin_rt = crate::catalog::runtime(opts)?;
@@ -237,18 +251,23 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let plan = {
         let p = crate::catalog::load(&plugin_rt, &cfg.target)?;
         let mut a = plugin_runtime::TargetAdapter::instantiate(&plugin_rt, &p, Arc::new(plugin_runtime::NoServices))?;
-        a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref())).map_err(crate::commands::gen::user_error)?
+        a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
+            .map_err(crate::commands::gen::user_error)?
     };
     let wants_nats = matches!(
         plan.transport,
-        plugin_runtime::adapter_types::TransportPlan::NatsJetstream(_) | plugin_runtime::adapter_types::TransportPlan::NatsCore
+        plugin_runtime::adapter_types::TransportPlan::NatsJetstream(_)
+            | plugin_runtime::adapter_types::TransportPlan::NatsCore
     );
     let mut cfg = cfg;
     if wants_nats && cfg.probes.as_deref() == Some("historian-sql") && args.probes_defaulted() {
         // The default probe set reads a historian's SQL; a stream has none.
         cfg.probes = None;
     }
-    if matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http) && cfg.probes.as_deref() == Some("historian-sql") && args.probes_defaulted() {
+    if matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http)
+        && cfg.probes.as_deref() == Some("historian-sql")
+        && args.probes_defaulted()
+    {
         // HTTP targets are Haystack servers: a Haystack user's reads.
         cfg.probes = Some("haystack".into());
     }

@@ -11,7 +11,11 @@ use crate::stack::StackDriver;
 
 fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions, String)> {
     if a.stack != StackKind::Docker {
-        return Err(UsageError("`scalebench stack` manages Docker stacks only (--stack docker); local stacks live as long as their run".into()).into());
+        return Err(UsageError(
+            "`scalebench stack` manages Docker stacks only (--stack docker); local stacks live as long as their run"
+                .into(),
+        )
+        .into());
     }
     let rt = crate::catalog::runtime(opts)?;
     let plugin = crate::catalog::load(&rt, &a.target)?;
@@ -19,7 +23,10 @@ fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions
     let plan = adapter.configure(&a.target_params).map_err(crate::catalog::user_error)?;
     let file = a.compose.clone().unwrap_or_else(|| compose_file_for(&plan, a.nodes));
     let stem = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-    let project = a.project.clone().unwrap_or_else(|| if stem == "nats-3" { "scale-nats3".into() } else { format!("scale-{stem}") });
+    let project =
+        a.project
+            .clone()
+            .unwrap_or_else(|| if stem == "nats-3" { "scale-nats3".into() } else { format!("scale-{stem}") });
     let env = port_env(a.base_port)?;
     let mut caps = std::collections::BTreeMap::new();
     for c in &a.cap {

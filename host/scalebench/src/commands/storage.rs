@@ -17,17 +17,34 @@ fn usage(e: String) -> anyhow::Error {
 }
 
 /// The readings of `model` over the window, point keys from the adapter when there is one.
-fn generate(opts: &PluginOptions, model: &str, points: u32, start_ms: i64, interval_ms: u64, intervals: usize, seed: u64, target: Option<(&str, &str)>) -> anyhow::Result<Readings> {
+fn generate(
+    opts: &PluginOptions,
+    model: &str,
+    points: u32,
+    start_ms: i64,
+    interval_ms: u64,
+    intervals: usize,
+    seed: u64,
+    target: Option<(&str, &str)>,
+) -> anyhow::Result<Readings> {
     let mut m = super::gen::open_model(opts, model, "{}")?;
     let period = m.sample_period_ms()?.max(1);
     let tags = m.tags(seed, 0, points)?;
     let keys = match target {
         Some((t, params)) => {
             let rt = crate::catalog::runtime(opts)?;
-            let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, t)?, Arc::new(plugin_runtime::NoServices))?;
+            let mut a = plugin_runtime::TargetAdapter::instantiate(
+                &rt,
+                &crate::catalog::load(&rt, t)?,
+                Arc::new(plugin_runtime::NoServices),
+            )?;
             a.configure(params).map_err(super::gen::user_error)?;
             let keys = a.point_keys(&tags)?;
-            if keys.len() == tags.len() { keys } else { tags.iter().map(|t| format!("s{}/e{}/{}", t.site, t.equip, t.label)).collect() }
+            if keys.len() == tags.len() {
+                keys
+            } else {
+                tags.iter().map(|t| format!("s{}/e{}/{}", t.site, t.equip, t.label)).collect()
+            }
         }
         None => tags.iter().map(|t| format!("s{}/e{}/{}", t.site, t.equip, t.label)).collect(),
     };
@@ -44,21 +61,56 @@ fn generate(opts: &PluginOptions, model: &str, points: u32, start_ms: i64, inter
 }
 
 /// The target's own storage for one model: a fresh local stack, prefill, the adapter's stats.
-fn measure_target(opts: &PluginOptions, args: &StorageArgs, model: &str, points: u32, end_ms: i64, interval_ms: u64, intervals: u64, dir: &std::path::Path, port: u16) -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
+fn measure_target(
+    opts: &PluginOptions,
+    args: &StorageArgs,
+    model: &str,
+    points: u32,
+    end_ms: i64,
+    interval_ms: u64,
+    intervals: u64,
+    dir: &std::path::Path,
+    port: u16,
+) -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let stack = tokio_rt.block_on(super::prefill::start_local(dir, port))?;
     let conn = stack.postgres_conn();
     let measured = (|| -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
-        let mut spec = super::prefill::spec(model, "{}", &args.target, &args.target_params, points, intervals as f64 * interval_ms as f64 / 86_400_000.0, interval_ms, args.seed);
+        let mut spec = super::prefill::spec(
+            model,
+            "{}",
+            &args.target,
+            &args.target_params,
+            points,
+            intervals as f64 * interval_ms as f64 / 86_400_000.0,
+            interval_ms,
+            args.seed,
+        );
         spec.end_ms = Some(end_ms);
-        let (dest, services) = super::prefill::destination([("postgres".to_string(), conn.clone())].into_iter().collect(), Default::default(), dir)?;
-        let r = super::prefill::prefill_with(opts, &spec, &args.target_params, &dest, &services, Arc::new(AtomicBool::new(false)))?;
+        let (dest, services) = super::prefill::destination(
+            [("postgres".to_string(), conn.clone())].into_iter().collect(),
+            Default::default(),
+            dir,
+        )?;
+        let r = super::prefill::prefill_with(
+            opts,
+            &spec,
+            &args.target_params,
+            &dest,
+            &services,
+            Arc::new(AtomicBool::new(false)),
+        )?;
         let rt = crate::catalog::runtime(opts)?;
-        let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &crate::catalog::load(&rt, &args.target)?, crate::services::Scoped::new(&services, "adapter"))?;
+        let mut a = plugin_runtime::TargetAdapter::instantiate(
+            &rt,
+            &crate::catalog::load(&rt, &args.target)?,
+            crate::services::Scoped::new(&services, "adapter"),
+        )?;
         a.configure(&args.target_params).map_err(super::gen::user_error)?;
         let stats = a.stats().map_err(|e| anyhow::anyhow!("{e}"))?;
         let get = |name: &str| stats.iter().find(|s| s.name == name).and_then(|s| s.number).map(|x| x as u64);
-        let total = get("db.table_bytes").ok_or_else(|| anyhow::anyhow!("target {} reports no db.table_bytes", args.target))?;
+        let total =
+            get("db.table_bytes").ok_or_else(|| anyhow::anyhow!("target {} reports no db.table_bytes", args.target))?;
         let mut parts = Vec::new();
         if let (Some(h), Some(i)) = (get("db.heap_bytes"), get("db.index_bytes")) {
             parts.push(("heap".to_string(), h));
@@ -77,7 +129,8 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
         return Err(usage("--models needs at least two models to compare, e.g. plant-shaped,noise".into()));
     }
     let points = super::run::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
-    let interval_ms = super::run::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
+    let interval_ms =
+        super::run::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
     if interval_ms == 0 || !(args.hours > 0.0) {
         return Err(usage("--interval and --hours must be above zero".into()));
     }
@@ -101,16 +154,37 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
             (sub, None)
         }
         None => {
-            let t = tempfile::Builder::new().prefix("scalebench-storage").tempdir_in("/var/tmp").or_else(|_| tempfile::tempdir())?;
+            let t = tempfile::Builder::new()
+                .prefix("scalebench-storage")
+                .tempdir_in("/var/tmp")
+                .or_else(|_| tempfile::tempdir())?;
             (t.path().to_path_buf(), Some(t))
         }
     };
-    eprintln!("storage: {} points x {} intervals of {} s = {} readings per model, models {}", points, intervals, interval_ms as f64 / 1000.0, readings_per_model, models.join(", "));
+    eprintln!(
+        "storage: {} points x {} intervals of {} s = {} readings per model, models {}",
+        points,
+        intervals,
+        interval_ms as f64 / 1000.0,
+        readings_per_model,
+        models.join(", ")
+    );
 
-    let mut pq = StoreResult::new("parquet-zstd", "Parquet, zstd level 3, default encodings (dictionary, then plain), rows ordered by point then time");
-    let mut pq_split = StoreResult::new("parquet-zstd-split", "Parquet, zstd level 3, values in BYTE_STREAM_SPLIT (the float encoding), ordered by point then time");
+    let mut pq = StoreResult::new(
+        "parquet-zstd",
+        "Parquet, zstd level 3, default encodings (dictionary, then plain), rows ordered by point then time",
+    );
+    let mut pq_split = StoreResult::new(
+        "parquet-zstd-split",
+        "Parquet, zstd level 3, values in BYTE_STREAM_SPLIT (the float encoding), ordered by point then time",
+    );
     let mut ts = StoreResult::new("tsink", "tsink 0.10, an embedded time-series store: one series per point, XOR/delta encoded chunks, zstd; WAL off, bytes on disk after close");
-    let mut pg = target.map(|(t, _)| StoreResult::new(&format!("postgresql ({t})"), "the target's own table after prefill: heap + indexes (pg_total_relation_size), no compression of values"));
+    let mut pg = target.map(|(t, _)| {
+        StoreResult::new(
+            &format!("postgresql ({t})"),
+            "the target's own table after prefill: heap + indexes (pg_total_relation_size), no compression of values",
+        )
+    });
     for (i, model) in models.iter().enumerate() {
         eprintln!("storage: {model}: generating");
         let r = generate(opts, model, points, start_ms, interval_ms, intervals as usize, args.seed, target)?;
@@ -128,7 +202,17 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
         if let Some(pg) = pg.as_mut() {
             eprintln!("storage: {model}: {} through prefill into a fresh local stack", args.target);
             let dir = work.join(format!("{model}-stack"));
-            match measure_target(opts, &args, model, points, end_ms, interval_ms, intervals, &dir, args.base_port + 2 * i as u16) {
+            match measure_target(
+                opts,
+                &args,
+                model,
+                points,
+                end_ms,
+                interval_ms,
+                intervals,
+                &dir,
+                args.base_port + 2 * i as u16,
+            ) {
                 Ok((rows, bytes, parts)) => pg.push(model, rows, bytes, parts),
                 Err(e) => pg.error = Some(format!("{model}: {e:#}")),
             }
@@ -144,10 +228,20 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     println!("{:<26} {:<14} {:>14} {:>12} {:>14}", "store", "model", "bytes", "B/reading", "ratio");
     for s in &stores {
         for (j, m) in s.models.iter().enumerate() {
-            let ratio = if j == 0 { String::new() } else { s.ratio_to_first.get(j - 1).map(|(_, r)| format!("{r:.1}x")).unwrap_or_default() };
+            let ratio = if j == 0 {
+                String::new()
+            } else {
+                s.ratio_to_first.get(j - 1).map(|(_, r)| format!("{r:.1}x")).unwrap_or_default()
+            };
             println!("{:<26} {:<14} {:>14} {:>12.2} {:>14}", s.store, m.model, m.bytes, m.bytes_per_reading, ratio);
             for (part, b) in &m.parts {
-                println!("{:<26} {:<14} {:>14} {:>12.2}", format!("  {part}"), "", b, *b as f64 / m.readings.max(1) as f64);
+                println!(
+                    "{:<26} {:<14} {:>14} {:>12.2}",
+                    format!("  {part}"),
+                    "",
+                    b,
+                    *b as f64 / m.readings.max(1) as f64
+                );
             }
         }
         if let Some(e) = &s.error {
@@ -157,10 +251,16 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     println!("ratio: bytes per reading of {} / {}", models[1..].join(", "), models[0]);
     println!("reference, {}", storage_cost::REFERENCE);
 
-    std::fs::create_dir_all(&args.results_dir).with_context(|| format!("cannot create {}", args.results_dir.display()))?;
-    let path: PathBuf = args.results_dir.join(format!("{}-storage.json", crate::results::fresh_run_id(&args.results_dir, "-storage.json")));
+    std::fs::create_dir_all(&args.results_dir)
+        .with_context(|| format!("cannot create {}", args.results_dir.display()))?;
+    let path: PathBuf = args
+        .results_dir
+        .join(format!("{}-storage.json", crate::results::fresh_run_id(&args.results_dir, "-storage.json")));
     let mut reference = BTreeMap::new();
-    reference.insert("source", serde_json::json!("a TimescaleDB measurement of 10 M readings, made elsewhere (not on this machine)"));
+    reference.insert(
+        "source",
+        serde_json::json!("a TimescaleDB measurement of 10 M readings, made elsewhere (not on this machine)"),
+    );
     reference.insert("plant_shaped_bytes_per_reading", serde_json::json!(1.69));
     reference.insert("noise_bytes_per_reading", serde_json::json!(8.57));
     reference.insert("plant_shaped_compression_x", serde_json::json!(43.0));
@@ -177,7 +277,8 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
         "stores": stores,
         "reference_measured_elsewhere": reference,
     });
-    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("results: {}", path.display());
     Ok(())
 }

@@ -96,7 +96,13 @@ mod tests {
                 stored_ratio: 0.9969,
                 stored_rps: Some(rps * 1.018),
                 stored_rps_per_host_cpu: Some(rps * 1.018 / 2.0),
-                broker_dropped_delta: if points > 2000 { Some(115_903.0) } else if points > 1000 { None } else { Some(0.0) },
+                broker_dropped_delta: if points > 2000 {
+                    Some(115_903.0)
+                } else if points > 1000 {
+                    None
+                } else {
+                    Some(0.0)
+                },
                 ..Default::default()
             },
             lag: Lag { canaries_sent: 150, lost: 0, p95_s: Some(0.45), ..Default::default() },
@@ -119,7 +125,14 @@ mod tests {
             run_id: "20261108T003311Z".into(),
             started_utc: "2026-11-08T00:33:11Z".into(),
             finished_utc: None,
-            command_line: vec!["scalebench".into(), "ladder".into(), "--steps".into(), "1k,2.5k".into(), "--note".into(), "a b".into()],
+            command_line: vec![
+                "scalebench".into(),
+                "ladder".into(),
+                "--steps".into(),
+                "1k,2.5k".into(),
+                "--note".into(),
+                "a b".into(),
+            ],
             target: "baler".into(),
             model: "plant-shaped".into(),
             probes: "historian-sql".into(),
@@ -127,13 +140,24 @@ mod tests {
             interval_s: 5.0,
             warmup_s: 60.0,
             soak_s: 300.0,
-            hardware: Hardware { nproc: 2, cpu_model: "Intel Xeon @ 2.10GHz".into(), cpu_affinity: "0-1".into(), ..Default::default() },
+            hardware: Hardware {
+                nproc: 2,
+                cpu_model: "Intel Xeon @ 2.10GHz".into(),
+                cpu_affinity: "0-1".into(),
+                ..Default::default()
+            },
             commits: Default::default(),
             plugins: Default::default(),
             caps: Default::default(),
             prefill: None,
             steps: vec![
-                step(1000, Status::Pass, 200.0, vec![probe("latest-all", 0.31, 1.0, true), probe("day-1", 0.05, 0.5, true)], vec![]),
+                step(
+                    1000,
+                    Status::Pass,
+                    200.0,
+                    vec![probe("latest-all", 0.31, 1.0, true), probe("day-1", 0.05, 0.5, true)],
+                    vec![],
+                ),
                 step(
                     2500,
                     Status::Fail,
@@ -151,13 +175,21 @@ mod tests {
     fn renders_a_run() {
         let md = render(&[run_result()]);
         let lines: Vec<&str> = md.lines().collect();
-        assert!(lines[0].starts_with("Run 20261108T003311Z · nproc 2 (CPUs 0-1) · Intel Xeon @ 2.10GHz · durability comparable: yes"), "{md}");
+        assert!(
+            lines[0].starts_with(
+                "Run 20261108T003311Z · nproc 2 (CPUs 0-1) · Intel Xeon @ 2.10GHz · durability comparable: yes"
+            ),
+            "{md}"
+        );
         assert!(lines[0].contains("command: `scalebench ladder --steps 1k,2.5k --note 'a b'`"), "{md}");
         assert!(md.contains(
             "| Points | Status | Offered/s | Stored/s | Stored/s per CPU | Stored % | p95 lag | Lost canaries | Broker drops | latest-all | day-1 | hour-1000 | First failure |"
         ), "{md}");
         assert!(md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|"), "{md}");
-        assert!(md.contains("| 1,000 | pass | 200 | 204 | 102 | 99.69% | 0.45 s | 0 | 0 | 0.31 s | 0.05 s | - | - |"), "{md}");
+        assert!(
+            md.contains("| 1,000 | pass | 200 | 204 | 102 | 99.69% | 0.45 s | 0 | 0 | 0.31 s | 0.05 s | - | - |"),
+            "{md}"
+        );
         assert!(md.contains("| 2,500 | fail | 5,000 | 5,090 | 2,545 | 99.69% | 0.45 s | 0 | 115,903 | 1.80 s* | - | 0.20 s | probe latest-all over budget \\| 1.80 s > 1.00 s |"), "{md}");
         assert!(md.contains("`*` warm median over budget"), "{md}");
         assert!(md.trim_end().ends_with("Highest passing step: 1,000 points. Run ended: step failed."), "{md}");

@@ -58,7 +58,13 @@ struct JobFile {
 
 /// The job's key: what decides which readings it writes, and where.
 fn job_key(spec: &Spec, plan: &HisWritePlan, base: &str) -> String {
-    format!("{} ({base}) target={} params={} {}", plan.service, spec.target_name, spec.target_params.trim(), spec.readings_key())
+    format!(
+        "{} ({base}) target={} params={} {}",
+        plan.service,
+        spec.target_name,
+        spec.target_params.trim(),
+        spec.readings_key()
+    )
 }
 
 /// The job's file: named by a 64-bit FNV-1a hash of its key (stable across
@@ -70,11 +76,20 @@ fn job_path(dir: &Path, key: &str) -> PathBuf {
 
 fn save(path: &Path, job: &JobFile) -> anyhow::Result<()> {
     if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d).map_err(|e| err(format!("cannot create {}: {e}", d.display()), "check the results directory (--results-dir) is writable"))?;
+        std::fs::create_dir_all(d).map_err(|e| {
+            err(
+                format!("cannot create {}: {e}", d.display()),
+                "check the results directory (--results-dir) is writable",
+            )
+        })?;
     }
     let text = serde_json::to_string_pretty(job)? + "\n";
-    crate::atomic_file::write(path, text.as_bytes())
-        .map_err(|e| err(format!("cannot write the job file {}: {e}", path.display()), "check the results directory (--results-dir) is writable"))
+    crate::atomic_file::write(path, text.as_bytes()).map_err(|e| {
+        err(
+            format!("cannot write the job file {}: {e}", path.display()),
+            "check the results directory (--results-dir) is writable",
+        )
+    })
 }
 
 fn load(path: &Path, key: &str) -> Option<JobFile> {
@@ -99,7 +114,12 @@ fn all_tags(model: &mut ValueModel, spec: &Spec) -> anyhow::Result<Vec<TagInfo>>
 /// adapter's own count, on an instance that knows only the first and the
 /// last point: both must be stored in the job's first interval and in the
 /// last one written.
-fn server_holds(checker: &mut TargetAdapter, tags: &[TagInfo], job: &JobFile, interval_ms: u64) -> anyhow::Result<bool> {
+fn server_holds(
+    checker: &mut TargetAdapter,
+    tags: &[TagInfo],
+    job: &JobFile,
+    interval_ms: u64,
+) -> anyhow::Result<bool> {
     if job.intervals_done == 0 {
         return Ok(true);
     }
@@ -114,7 +134,12 @@ fn server_holds(checker: &mut TargetAdapter, tags: &[TagInfo], job: &JobFile, in
         let w = Window { start_ms, end_ms: start_ms + interval_ms as i64 };
         let got: u64 = match checker.stored(w) {
             Ok(per) => per.iter().map(|s| s.count).sum(),
-            Err(e) => return Err(err(format!("asking the server for the history an earlier run wrote: {e}"), "check the server is up")),
+            Err(e) => {
+                return Err(err(
+                    format!("asking the server for the history an earlier run wrote: {e}"),
+                    "check the server is up",
+                ))
+            }
         };
         if got < want {
             return Ok(false);
@@ -171,7 +196,10 @@ pub fn run(
             if server_holds(&mut checker, &tags, &j, spec.interval_ms)? {
                 j
             } else {
-                note = Some(format!("the server no longer holds the history an earlier prefill wrote ({}): writing it afresh", path.display()));
+                note = Some(format!(
+                    "the server no longer holds the history an earlier prefill wrote ({}): writing it afresh",
+                    path.display()
+                ));
                 fresh()
             }
         }
@@ -225,7 +253,11 @@ pub fn run(
         let topology = adapter.topology(&tags).map_err(crate::catalog::user_error)?;
         let topology = topology
             .into_iter()
-            .map(|m| Message { address: Arc::from(m.address.as_str()), payload: bytes::Bytes::from(m.payload), carries: Carries::Topology })
+            .map(|m| Message {
+                address: Arc::from(m.address.as_str()),
+                payload: bytes::Bytes::from(m.payload),
+                carries: Carries::Topology,
+            })
             .collect();
         if tx.send(Work::Topology(topology)).is_err() {
             return Ok(()); // the writer stopped; its error is reported below
@@ -236,7 +268,8 @@ pub fn run(
         let mut k = job.intervals_done;
         while k < job.intervals_total && !stop.load(Ordering::Relaxed) {
             let count = per_chunk.min(job.intervals_total - k);
-            let messages = chunk_messages(model, adapter, spec, &addresses, job.start_ms, period_ms, per_request, k, count)?;
+            let messages =
+                chunk_messages(model, adapter, spec, &addresses, job.start_ms, period_ms, per_request, k, count)?;
             if tx.send(Work::Chunk { messages, rows: count * n, done_after: k + count }).is_err() {
                 return Ok(());
             }
@@ -289,7 +322,11 @@ fn chunk_messages(
                 values.push(model.sample(spec.seed, b0 as u32, b as u32, t as u64 / period_ms)?);
             }
             let total = (b * len) as usize;
-            let mut readings = Readings { points: Vec::with_capacity(total), values: Vec::with_capacity(total), ts_ms: Vec::with_capacity(total) };
+            let mut readings = Readings {
+                points: Vec::with_capacity(total),
+                values: Vec::with_capacity(total),
+                ts_ms: Vec::with_capacity(total),
+            };
             for i in 0..b {
                 let p = b0 + i;
                 for (j, vals) in values.iter().enumerate() {
@@ -311,7 +348,13 @@ fn chunk_messages(
 
 /// Post every piece of work; advance the job file after each chunk is
 /// acknowledged whole. Returns (rows written, chunks, intervals done).
-fn write_all(cfg: HttpConfig, rx: Receiver<Work>, mut job: JobFile, path: &Path, progress: &Progress) -> anyhow::Result<(u64, u64, u64)> {
+fn write_all(
+    cfg: HttpConfig,
+    rx: Receiver<Work>,
+    mut job: JobFile,
+    path: &Path,
+    progress: &Progress,
+) -> anyhow::Result<(u64, u64, u64)> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let (mut added, mut chunks) = (0u64, 0u64);
     for work in rx {
@@ -394,7 +437,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = job_path(dir.path(), &a);
         assert_eq!(path, job_path(dir.path(), &a));
-        let job = JobFile { key: a.clone(), start_ms: 0, end_ms: 5000, intervals_total: 1, intervals_done: 1, rows_written: 10 };
+        let job = JobFile {
+            key: a.clone(),
+            start_ms: 0,
+            end_ms: 5000,
+            intervals_total: 1,
+            intervals_done: 1,
+            rows_written: 10,
+        };
         save(&path, &job).unwrap();
         assert_eq!(load(&path, &a), Some(job));
         assert_eq!(load(&path, "another key"), None, "a file of another job is not this one's");

@@ -135,12 +135,19 @@ pub struct Progress {
 }
 
 /// A progress bar on stderr (drawn only on a terminal) that follows `progress`.
-pub fn progress_bar(total: u64, already: u64, progress: Arc<Progress>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+pub fn progress_bar(
+    total: u64,
+    already: u64,
+    progress: Arc<Progress>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
         bar.set_style(
-            indicatif::ProgressStyle::with_template("prefill {bar:40} {human_pos}/{human_len} rows  {per_sec}  eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "prefill {bar:40} {human_pos}/{human_len} rows  {per_sec}  eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         loop {
             let done = already + progress.rows_done.load(Ordering::Relaxed);
@@ -206,7 +213,10 @@ pub fn run(
 ) -> anyhow::Result<Report> {
     match plan(adapter)? {
         HistoryPlan::SqlCopy(p) => {
-            let conn = dest.databases.get(&p.database).ok_or_else(|| missing_service("database", &p.database, &dest.databases))?;
+            let conn = dest
+                .databases
+                .get(&p.database)
+                .ok_or_else(|| missing_service("database", &p.database, &dest.databases))?;
             sql_copy::run(spec, model, adapter, &p, conn, stop, progress, on_start)
         }
         HistoryPlan::HisWrite(p) => {

@@ -83,7 +83,10 @@ struct Job {
 
 fn pg_err(what: &str, e: postgres::Error) -> anyhow::Error {
     let detail = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string());
-    err(format!("{what}: {detail}"), "check the stack's PostgreSQL is up and the table exists (the historian creates point_history when it starts)")
+    err(
+        format!("{what}: {detail}"),
+        "check the stack's PostgreSQL is up and the table exists (the historian creates point_history when it starts)",
+    )
 }
 
 /// Check the table's columns have the types binary COPY will send.
@@ -102,9 +105,18 @@ fn check_columns(client: &mut postgres::Client, plan: &SqlCopyPlan) -> anyhow::R
         ));
     }
     let have: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    for (col, ty) in [(&plan.point_column, "text"), (&plan.ts_column, "timestamp with time zone"), (&plan.value_column, "double precision")] {
+    for (col, ty) in [
+        (&plan.point_column, "text"),
+        (&plan.ts_column, "timestamp with time zone"),
+        (&plan.value_column, "double precision"),
+    ] {
         match have.iter().find(|(n, _)| n == col) {
-            None => return Err(err(format!("table `{}` has no column `{col}`", plan.table), "check the adapter's params (table name)")),
+            None => {
+                return Err(err(
+                    format!("table `{}` has no column `{col}`", plan.table),
+                    "check the adapter's params (table name)",
+                ))
+            }
             Some((_, t)) if t != ty => {
                 return Err(err(
                     format!("column `{col}` of `{}` is {t}; prefill writes {ty}", plan.table),
@@ -156,7 +168,16 @@ fn open_job(client: &mut postgres::Client, key: &str, spec: &Spec, dest: &str) -
             &[&key, &dest, &s, &e, &(t as i64), &(tiling.group_points as i64), &(tiling.block_intervals as i64)],
         )
         .map_err(|e| pg_err("writing the progress marker", e))?;
-    Ok(Job { id: key.into(), start_ms: s, end_ms: e, intervals_total: t, tiling, done: Done::default(), rows_before: 0, resumed: false })
+    Ok(Job {
+        id: key.into(),
+        start_ms: s,
+        end_ms: e,
+        intervals_total: t,
+        tiling,
+        done: Done::default(),
+        rows_before: 0,
+        resumed: false,
+    })
 }
 
 /// The job's key: everything that decides which rows it writes, except the window.
@@ -180,12 +201,18 @@ impl Writer {
         let t = quote_name(&plan.table);
         let (p, ts, v) = (quote_name(&plan.point_column), quote_name(&plan.ts_column), quote_name(&plan.value_column));
         let keys: Vec<String> = plan.key_columns.iter().map(|k| quote_name(k)).collect();
-        let conflict = if keys.is_empty() { "ON CONFLICT DO NOTHING".to_string() } else { format!("ON CONFLICT ({}) DO NOTHING", keys.join(", ")) };
+        let conflict = if keys.is_empty() {
+            "ON CONFLICT DO NOTHING".to_string()
+        } else {
+            format!("ON CONFLICT ({}) DO NOTHING", keys.join(", "))
+        };
         Writer {
             client,
             copy_direct: format!("COPY {t} ({p}, {ts}, {v}) FROM STDIN (FORMAT binary)"),
             copy_stage: "COPY scalebench_prefill_stage (point, ts, value) FROM STDIN (FORMAT binary)".into(),
-            insert_from_stage: format!("INSERT INTO {t} ({p}, {ts}, {v}) SELECT point, ts, value FROM scalebench_prefill_stage {conflict}"),
+            insert_from_stage: format!(
+                "INSERT INTO {t} ({p}, {ts}, {v}) SELECT point, ts, value FROM scalebench_prefill_stage {conflict}"
+            ),
             marker_update: format!(
                 "UPDATE {MARKER_TABLE} SET intervals_done = $2, points_done = $4, rows_written = rows_written + $3, \
                  finished_at = CASE WHEN $2 >= intervals_total THEN now() END WHERE id = $1"
@@ -217,7 +244,8 @@ impl Writer {
     /// side, committed in order, so the marker never claims a gap).
     /// Returns (rows added, rows already stored).
     fn write(&mut self, job: &str, chunk: &Chunk, turn: &Turns) -> anyhow::Result<(u64, u64)> {
-        let (intervals_done, points_done) = (chunk.tile.done_after.intervals as i64, chunk.tile.done_after.points as i64);
+        let (intervals_done, points_done) =
+            (chunk.tile.done_after.intervals as i64, chunk.tile.done_after.points as i64);
         if !self.staged {
             let mut tx = self.client.transaction().map_err(|e| pg_err("starting a transaction", e))?;
             match Self::stream(&mut tx, &self.copy_direct, &chunk.bytes) {
@@ -240,13 +268,16 @@ impl Writer {
             tx.batch_execute("CREATE TEMP TABLE IF NOT EXISTS scalebench_prefill_stage (point text, ts timestamptz, value float8) ON COMMIT DELETE ROWS")
                 .map_err(|e| pg_err("creating the staging table", e))?;
         }
-        let n = Self::stream(&mut tx, &self.copy_stage, &chunk.bytes).map_err(|e| pg_err("writing a chunk to the staging table", e))?;
+        let n = Self::stream(&mut tx, &self.copy_stage, &chunk.bytes)
+            .map_err(|e| pg_err("writing a chunk to the staging table", e))?;
         // ON CONFLICT waits for another writer's uncommitted rows of the
         // same key; chunks never share a key, but wait for the turn first
         // anyway so the two writers can never wait on each other.
         turn.wait_for(chunk.seq)?;
-        let added = tx.execute(&self.insert_from_stage, &[]).map_err(|e| pg_err("moving a chunk from the staging table", e))?;
-        tx.execute(&self.marker_update, &[&job, &intervals_done, &(added as i64), &points_done]).map_err(|e| pg_err("advancing the progress marker", e))?;
+        let added =
+            tx.execute(&self.insert_from_stage, &[]).map_err(|e| pg_err("moving a chunk from the staging table", e))?;
+        tx.execute(&self.marker_update, &[&job, &intervals_done, &(added as i64), &points_done])
+            .map_err(|e| pg_err("advancing the progress marker", e))?;
         tx.commit().map_err(|e| pg_err("committing a chunk", e))?;
         self.stage_made = true;
         Ok((added, n - added))
@@ -283,40 +314,41 @@ pub fn run(
     let writer_plan = plan.clone();
     let writer_spec = spec.clone();
     let writer_progress = progress.clone();
-    let writer = std::thread::Builder::new().name("prefill-writer".into()).spawn(move || -> anyhow::Result<Written> {
-        let setup = (|| {
-            let mut client = connect(&conn)?;
-            check_columns(&mut client, &writer_plan)?;
-            let job = open_job(&mut client, &key, &writer_spec, &dest)?;
-            Ok((client, job))
-        })();
-        let (client, job) = match setup {
-            Ok(x) => x,
-            Err(e) => {
-                let msg = format!("{e:#}");
-                let _ = job_tx.send(Err(e));
-                return Err(anyhow::anyhow!(msg));
-            }
-        };
-        let id = job.id.clone();
-        let job_done_before = job.done;
-        // More writers, each on a connection of its own: one PostgreSQL
-        // backend uses one core, and index upkeep, not the loading loop,
-        // is what a chunk costs.
-        let mut writers = vec![Writer::new(client, &writer_plan)];
-        for _ in 1..WRITERS {
-            match connect(&conn) {
-                Ok(c) => writers.push(Writer::new(c, &writer_plan)),
+    let writer =
+        std::thread::Builder::new().name("prefill-writer".into()).spawn(move || -> anyhow::Result<Written> {
+            let setup = (|| {
+                let mut client = connect(&conn)?;
+                check_columns(&mut client, &writer_plan)?;
+                let job = open_job(&mut client, &key, &writer_spec, &dest)?;
+                Ok((client, job))
+            })();
+            let (client, job) = match setup {
+                Ok(x) => x,
                 Err(e) => {
                     let msg = format!("{e:#}");
                     let _ = job_tx.send(Err(e));
                     return Err(anyhow::anyhow!(msg));
                 }
+            };
+            let id = job.id.clone();
+            let job_done_before = job.done;
+            // More writers, each on a connection of its own: one PostgreSQL
+            // backend uses one core, and index upkeep, not the loading loop,
+            // is what a chunk costs.
+            let mut writers = vec![Writer::new(client, &writer_plan)];
+            for _ in 1..WRITERS {
+                match connect(&conn) {
+                    Ok(c) => writers.push(Writer::new(c, &writer_plan)),
+                    Err(e) => {
+                        let msg = format!("{e:#}");
+                        let _ = job_tx.send(Err(e));
+                        return Err(anyhow::anyhow!(msg));
+                    }
+                }
             }
-        }
-        let _ = job_tx.send(Ok(job));
-        write_chunks(writers, &id, job_done_before, chunk_rx, &writer_progress)
-    })?;
+            let _ = job_tx.send(Ok(job));
+            write_chunks(writers, &id, job_done_before, chunk_rx, &writer_progress)
+        })?;
 
     let job = match job_rx.recv() {
         Ok(Ok(j)) => j,
@@ -428,7 +460,13 @@ type Written = (u64, u64, u64, Done);
 
 /// Write the chunks of `rx` over every writer's connection side by side,
 /// committing them in order.
-fn write_chunks(writers: Vec<Writer>, job: &str, done_before: Done, rx: Receiver<Chunk>, progress: &Progress) -> anyhow::Result<Written> {
+fn write_chunks(
+    writers: Vec<Writer>,
+    job: &str,
+    done_before: Done,
+    rx: Receiver<Chunk>,
+    progress: &Progress,
+) -> anyhow::Result<Written> {
     let rx = Mutex::new(rx);
     let turns = Turns::new();
     let results: Vec<anyhow::Result<Written>> = std::thread::scope(|s| {
@@ -462,7 +500,10 @@ fn write_chunks(writers: Vec<Writer>, job: &str, done_before: Done, rx: Receiver
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a prefill writer stopped unexpectedly")))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a prefill writer stopped unexpectedly"))))
+            .collect()
     });
     // The first real error, not "another writer failed".
     let mut total: Written = (0, 0, 0, done_before);
@@ -475,7 +516,10 @@ fn write_chunks(writers: Vec<Writer>, job: &str, done_before: Done, rx: Receiver
                 total.2 += c;
                 total.3 = total.3.max(d);
             }
-            Err(e) if first_err.is_none() || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.is::<OtherWriterFailed>()) => {
+            Err(e)
+                if first_err.is_none()
+                    || first_err.as_ref().is_some_and(|f: &anyhow::Error| f.is::<OtherWriterFailed>()) =>
+            {
                 first_err = Some(e)
             }
             Err(_) => {}

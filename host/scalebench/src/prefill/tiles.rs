@@ -82,7 +82,12 @@ impl Tiling {
     /// A job's stored shape (as written in its marker).
     pub fn stored(points: u64, intervals_total: u64, group_points: u64, block_intervals: u64) -> Tiling {
         let n = points.max(1);
-        Tiling { points: n, intervals_total, group_points: group_points.clamp(1, n), block_intervals: block_intervals.max(1) }
+        Tiling {
+            points: n,
+            intervals_total,
+            group_points: group_points.clamp(1, n),
+            block_intervals: block_intervals.max(1),
+        }
     }
 
     /// The shape of jobs written before tiles: every point, whole intervals.
@@ -114,7 +119,8 @@ impl Tiling {
     /// Rows stored when the job stands at `done`.
     #[cfg(test)]
     fn rows_done(&self, done: Done) -> u64 {
-        done.intervals * self.points + done.points * self.block_intervals.min(self.intervals_total.saturating_sub(done.intervals))
+        done.intervals * self.points
+            + done.points * self.block_intervals.min(self.intervals_total.saturating_sub(done.intervals))
     }
 }
 
@@ -133,7 +139,12 @@ pub struct RowSource<'a> {
 }
 
 impl<'a> RowSource<'a> {
-    pub fn new(model: &'a mut ValueModel, adapter: &mut TargetAdapter, spec: &Spec, start_ms: i64) -> anyhow::Result<Self> {
+    pub fn new(
+        model: &'a mut ValueModel,
+        adapter: &mut TargetAdapter,
+        spec: &Spec,
+        start_ms: i64,
+    ) -> anyhow::Result<Self> {
         let period_ms = model.sample_period_ms()?.max(1);
         let mut keys = Vec::with_capacity(spec.points as usize);
         let mut first = 0u32;
@@ -152,7 +163,16 @@ impl<'a> RowSource<'a> {
         }
         let mut order: Vec<u32> = (0..keys.len() as u32).collect();
         order.sort_by(|a, b| keys[*a as usize].as_bytes().cmp(keys[*b as usize].as_bytes()));
-        Ok(RowSource { model, seed: spec.seed, keys, order, interval_ms: spec.interval_ms, period_ms, start_ms, block: None })
+        Ok(RowSource {
+            model,
+            seed: spec.seed,
+            keys,
+            order,
+            interval_ms: spec.interval_ms,
+            period_ms,
+            start_ms,
+            block: None,
+        })
     }
 
     pub fn points(&self) -> usize {
@@ -185,7 +205,9 @@ impl<'a> RowSource<'a> {
     pub fn tile_rows(&mut self, tile: &Tile, mut each: impl FnMut(usize, i64, f64)) -> anyhow::Result<u64> {
         if self.block.as_ref().map(|(k0, v)| (*k0, v.len() as u64)) != Some((tile.k0, tile.intervals)) {
             self.block = None;
-            let values = (tile.k0..tile.k0 + tile.intervals).map(|k| self.interval_values(k)).collect::<anyhow::Result<Vec<_>>>()?;
+            let values = (tile.k0..tile.k0 + tile.intervals)
+                .map(|k| self.interval_values(k))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             self.block = Some((tile.k0, values));
         }
         let Some((_, values)) = &self.block else { unreachable!("sampled above") };

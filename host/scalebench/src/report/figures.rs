@@ -40,7 +40,9 @@ fn context(r: &RunResult) -> String {
 
 /// Rates per step across the ladder.
 pub fn ladder(r: &RunResult) -> Figure {
-    let pts = |f: &dyn Fn(&StepResult) -> Option<f64>| r.steps.iter().enumerate().map(|(i, s)| (i as f64, f(s))).collect::<Vec<_>>();
+    let pts = |f: &dyn Fn(&StepResult) -> Option<f64>| {
+        r.steps.iter().enumerate().map(|(i, s)| (i as f64, f(s))).collect::<Vec<_>>()
+    };
     let chart = LineChart {
         title: "Ladder: target, accepted and stored readings/s per step".into(),
         subtitle: context(r),
@@ -58,15 +60,29 @@ pub fn ladder(r: &RunResult) -> Figure {
         x_names: r.steps.iter().map(|s| thousands(s.points)).collect(),
         ..Default::default()
     };
-    line_figure("ladder".into(), "Where stored fell away from the target, step by step.".into(), chart, "no step was measured")
+    line_figure(
+        "ladder".into(),
+        "Where stored fell away from the target, step by step.".into(),
+        chart,
+        "no step was measured",
+    )
 }
 
 /// Every chart of one step (`n` counts from 1).
 pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
     let id = |kind: &str| format!("step{n}-{kind}");
-    let sub = format!("{} · {} points every {} s = {}/s · {}", context(r), thousands(s.points), compact(r.interval_s), whole(s.target_rps), format::status(s.status));
+    let sub = format!(
+        "{} · {} points every {} s = {}/s · {}",
+        context(r),
+        thousands(s.points),
+        compact(r.interval_s),
+        whole(s.target_rps),
+        format::status(s.status)
+    );
     let soak_mark = if r.warmup_s > 0.0 { vec![(r.warmup_s, "soak starts".to_string())] } else { vec![] };
-    let at = |f: &dyn Fn(&crate::results::Sample) -> Option<f64>| s.samples.iter().map(|x| (x.elapsed_s, f(x))).collect::<Vec<_>>();
+    let at = |f: &dyn Fn(&crate::results::Sample) -> Option<f64>| {
+        s.samples.iter().map(|x| (x.elapsed_s, f(x))).collect::<Vec<_>>()
+    };
     let i = &s.ingest;
     let mut out = Vec::new();
 
@@ -106,7 +122,11 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
     ));
 
     // Lag.
-    let mut rules = vec![Rule { name: format!("rule: p95 < {}", seconds(verdict::MAX_P95_LAG_S)), value: verdict::MAX_P95_LAG_S, limit: true }];
+    let mut rules = vec![Rule {
+        name: format!("rule: p95 < {}", seconds(verdict::MAX_P95_LAG_S)),
+        value: verdict::MAX_P95_LAG_S,
+        limit: true,
+    }];
     if let Some(p) = s.lag.p50_s {
         rules.push(Rule { name: format!("p50 {}", seconds(p)), value: p, limit: false });
     }
@@ -148,8 +168,16 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
             }
         }
     }
-    let caps = if r.caps.is_empty() { "caps: none recorded".to_string() } else { format!("caps: {}", r.caps.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")) };
-    let mut cpu_rules = vec![Rule { name: format!("host: {} CPUs", r.hardware.nproc), value: r.hardware.nproc as f64 * 100.0, limit: true }];
+    let caps = if r.caps.is_empty() {
+        "caps: none recorded".to_string()
+    } else {
+        format!("caps: {}", r.caps.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "))
+    };
+    let mut cpu_rules = vec![Rule {
+        name: format!("host: {} CPUs", r.hardware.nproc),
+        value: r.hardware.nproc as f64 * 100.0,
+        limit: true,
+    }];
     let mut mem_rules = Vec::new();
     for (k, v) in &r.caps {
         // A cap is drawn only when it is a number: cores for CPU, bytes for memory.
@@ -164,16 +192,34 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
     // Memory caps as the stack reported them per service (Docker).
     for name in &services {
         if let Some(cap) = s.samples.iter().filter_map(|x| x.mem_limit_bytes.get(name)).max() {
-            mem_rules.push(Rule { name: format!("cap {name} {}", bytes(*cap as f64)), value: *cap as f64, limit: true });
+            mem_rules.push(Rule {
+                name: format!("cap {name} {}", bytes(*cap as f64)),
+                value: *cap as f64,
+                limit: true,
+            });
         }
     }
     let per_service = |f: &dyn Fn(&crate::results::Sample, &str) -> Option<f64>| {
-        services.iter().map(|name| Line { name: name.clone(), points: s.samples.iter().map(|x| (x.elapsed_s, f(x, name))).collect() }).collect::<Vec<_>>()
+        services
+            .iter()
+            .map(|name| Line {
+                name: name.clone(),
+                points: s.samples.iter().map(|x| (x.elapsed_s, f(x, name))).collect(),
+            })
+            .collect::<Vec<_>>()
     };
-    let cpu_summary: Vec<String> = s.resources.iter().map(|(k, v)| format!("{k} {:.0} % (max {:.0} %)", v.cpu_percent, v.cpu_percent_max)).collect();
+    let cpu_summary: Vec<String> = s
+        .resources
+        .iter()
+        .map(|(k, v)| format!("{k} {:.0} % (max {:.0} %)", v.cpu_percent, v.cpu_percent_max))
+        .collect();
     out.push(line_figure(
         id("cpu"),
-        if cpu_summary.is_empty() { "CPU over the soak: not measured.".into() } else { format!("CPU over the soak: {}.", cpu_summary.join(", ")) },
+        if cpu_summary.is_empty() {
+            "CPU over the soak: not measured.".into()
+        } else {
+            format!("CPU over the soak: {}.", cpu_summary.join(", "))
+        },
         LineChart {
             title: format!("CPU per stack service — {} points", thousands(s.points)),
             subtitle: sub.clone(),
@@ -188,10 +234,15 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
         },
         "the stack's processes are not visible to scalebench (external stack), or no sample was taken",
     ));
-    let mem_summary: Vec<String> = s.resources.iter().map(|(k, v)| format!("{k} max {}", bytes(v.rss_bytes_max as f64))).collect();
+    let mem_summary: Vec<String> =
+        s.resources.iter().map(|(k, v)| format!("{k} max {}", bytes(v.rss_bytes_max as f64))).collect();
     out.push(line_figure(
         id("memory"),
-        if mem_summary.is_empty() { "Memory: not measured.".into() } else { format!("Resident memory: {}.", mem_summary.join(", ")) },
+        if mem_summary.is_empty() {
+            "Memory: not measured.".into()
+        } else {
+            format!("Resident memory: {}.", mem_summary.join(", "))
+        },
         LineChart {
             title: format!("Memory (RSS) per stack service — {} points", thousands(s.points)),
             subtitle: sub.clone(),
@@ -214,7 +265,10 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
         value_label: "seconds".into(),
         categories: s.probes.iter().map(|p| p.name.clone()).collect(),
         series: vec![
-            Series { name: "warm median (of the warm runs)".into(), values: s.probes.iter().map(|p| p.warm_median_s).collect() },
+            Series {
+                name: "warm median (of the warm runs)".into(),
+                values: s.probes.iter().map(|p| p.warm_median_s).collect(),
+            },
             Series { name: "cold (first run)".into(), values: s.probes.iter().map(|p| p.cold_s).collect() },
         ],
         log_scale: false,
@@ -242,7 +296,11 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
             title: probes.title.clone(),
             caption,
             svg: None,
-            missing: Some(if s.probes.is_empty() { "no probe set ran in this step".into() } else { "no probe finished with a time".into() }),
+            missing: Some(if s.probes.is_empty() {
+                "no probe set ran in this step".into()
+            } else {
+                "no probe finished with a time".into()
+            }),
         }
     });
 
@@ -263,9 +321,15 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
             x_label: "seconds since the load started".into(),
             y_label: "behind schedule (s)".into(),
             lines: vec![Line { name: "behind schedule".into(), points: at(&|x| Some(x.behind_schedule_s)) }],
-            rules: vec![Rule { name: format!("p95 {}", seconds(g.behind_schedule_p95_s)), value: g.behind_schedule_p95_s, limit: false }],
+            rules: vec![Rule {
+                name: format!("p95 {}", seconds(g.behind_schedule_p95_s)),
+                value: g.behind_schedule_p95_s,
+                limit: false,
+            }],
             x_marks: soak_mark,
-            note: "A generator behind schedule offers less than the target: the step is then inconclusive, not a ceiling.".into(),
+            note:
+                "A generator behind schedule offers less than the target: the step is then inconclusive, not a ceiling."
+                    .into(),
             y_format: |v| format!("{} s", compact(v)),
             ..Default::default()
         },

@@ -92,7 +92,12 @@ fn render_run(run: &RunReport, heading: bool, h: &mut String) {
         let _ = writeln!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
     }
     if let Some(s) = r.steps.first() {
-        let _ = writeln!(h, "<dt>Durability ({})</dt><dd>{}</dd>", escape(&s.durability.scope), escape(&durability_text(s)));
+        let _ = writeln!(
+            h,
+            "<dt>Durability ({})</dt><dd>{}</dd>",
+            escape(&s.durability.scope),
+            escape(&durability_text(s))
+        );
     }
     h.push_str("</dl>\n");
     let _ = writeln!(h, "<p>Command line:</p>\n<pre>{}</pre>", escape(&t.command));

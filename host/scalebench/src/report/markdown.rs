@@ -56,7 +56,13 @@ pub fn render(report: &Report) -> String {
                         let _ = writeln!(m, "![{}]({})\n\n{}\n", f.title, run.chart_file(f), f.caption);
                     }
                     (None, why) => {
-                        let _ = writeln!(m, "**{}**: n/m — {}. {}\n", f.title, why.as_deref().unwrap_or("not measured"), f.caption);
+                        let _ = writeln!(
+                            m,
+                            "**{}**: n/m — {}. {}\n",
+                            f.title,
+                            why.as_deref().unwrap_or("not measured"),
+                            f.caption
+                        );
                     }
                 }
             }

@@ -99,7 +99,9 @@ pub struct Written {
 pub fn write(runs: &[RunResult], out: &Path) -> anyhow::Result<Written> {
     let report = Report::build(runs);
     let charts_dir = out.join("charts");
-    std::fs::create_dir_all(&charts_dir).with_context(|| format!("cannot create {}\nhint: choose another directory with --out", charts_dir.display()))?;
+    std::fs::create_dir_all(&charts_dir).with_context(|| {
+        format!("cannot create {}\nhint: choose another directory with --out", charts_dir.display())
+    })?;
     let mut charts = Vec::new();
     for run in &report.runs {
         for f in run.figures() {
@@ -113,7 +115,8 @@ pub fn write(runs: &[RunResult], out: &Path) -> anyhow::Result<Written> {
     let html = out.join("report.html");
     std::fs::write(&html, html::render(&report)).with_context(|| format!("cannot write {}", html.display()))?;
     let markdown = out.join("report.md");
-    std::fs::write(&markdown, markdown::render(&report)).with_context(|| format!("cannot write {}", markdown.display()))?;
+    std::fs::write(&markdown, markdown::render(&report))
+        .with_context(|| format!("cannot write {}", markdown.display()))?;
     Ok(Written { html, markdown, charts })
 }
 
@@ -121,7 +124,12 @@ pub fn write(runs: &[RunResult], out: &Path) -> anyhow::Result<Written> {
 pub fn durability_text(s: &StepResult) -> String {
     let d = &s.durability;
     let v = |x: &Option<String>| x.clone().unwrap_or_else(|| crate::format::NOT_MEASURED.into());
-    let mut t = format!("fsync {} · synchronous_commit {} · full_page_writes {}", v(&d.fsync), v(&d.synchronous_commit), v(&d.full_page_writes));
+    let mut t = format!(
+        "fsync {} · synchronous_commit {} · full_page_writes {}",
+        v(&d.fsync),
+        v(&d.synchronous_commit),
+        v(&d.full_page_writes)
+    );
     if d.ingest_synchronous_commit.is_some() {
         t += &format!(
             " · as the ingest session sees them: {} / {} / {}",
@@ -137,7 +145,18 @@ pub fn durability_text(s: &StepResult) -> String {
 pub fn hardware_rows(r: &RunResult) -> Vec<(&'static str, String)> {
     let h = &r.hardware;
     vec![
-        ("CPUs", format!("{} ({})", h.nproc, if h.cpu_affinity.is_empty() { "affinity unknown".into() } else { format!("affinity {}", h.cpu_affinity) })),
+        (
+            "CPUs",
+            format!(
+                "{} ({})",
+                h.nproc,
+                if h.cpu_affinity.is_empty() {
+                    "affinity unknown".into()
+                } else {
+                    format!("affinity {}", h.cpu_affinity)
+                }
+            ),
+        ),
         ("CPU model", if h.cpu_model.is_empty() { "unknown".into() } else { h.cpu_model.clone() }),
         ("RAM", crate::format::bytes(h.ram_bytes as f64)),
         ("Disk free at start", crate::format::bytes(h.disk_free_bytes as f64)),
@@ -155,7 +174,10 @@ pub fn run_rows(r: &RunResult) -> Vec<(&'static str, String)> {
         ("Probe set", r.probes.clone()),
         ("Stack", r.stack.clone()),
         ("Interval", crate::format::seconds(r.interval_s)),
-        ("Warm-up / soak per step", format!("{} / {}", crate::format::seconds(r.warmup_s), crate::format::seconds(r.soak_s))),
+        (
+            "Warm-up / soak per step",
+            format!("{} / {}", crate::format::seconds(r.warmup_s), crate::format::seconds(r.soak_s)),
+        ),
         ("Started", r.started_utc.clone()),
         ("Finished", r.finished_utc.clone().unwrap_or_else(|| "not finished".into())),
         ("Ended because", r.ended_because.clone()),

@@ -105,7 +105,15 @@ pub fn run_table(r: &RunResult) -> RunTable {
     let command = r.command_line.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ");
     let names = probe_names(r);
     let mut header: Vec<String> = [
-        "Points", "Status", "Offered/s", "Stored/s", "Stored/s per CPU", "Stored %", "p95 lag", "Lost canaries", "Broker drops",
+        "Points",
+        "Status",
+        "Offered/s",
+        "Stored/s",
+        "Stored/s per CPU",
+        "Stored %",
+        "p95 lag",
+        "Lost canaries",
+        "Broker drops",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -149,7 +157,8 @@ pub fn run_table(r: &RunResult) -> RunTable {
             legend.push("`*` warm median over budget");
         }
         if any_other {
-            legend.push("`!` the probe failed otherwise (error or rejected answer; see `probes[].error` in the result)");
+            legend
+                .push("`!` the probe failed otherwise (error or rejected answer; see `probes[].error` in the result)");
         }
         format!("{}.", legend.join("; "))
     });
@@ -161,7 +170,16 @@ pub fn run_table(r: &RunResult) -> RunTable {
     if !(ended.is_empty() || ended == "completed") {
         let _ = write!(verdict, " Run ended: {}.", one_line(ended).trim_end_matches('.'));
     }
-    RunTable { run_id: r.run_id.clone(), hardware, durability: durability_line(&r.steps).into(), command, header, rows, legend, verdict }
+    RunTable {
+        run_id: r.run_id.clone(),
+        hardware,
+        durability: durability_line(&r.steps).into(),
+        command,
+        header,
+        rows,
+        legend,
+        verdict,
+    }
 }
 
 fn one_line(s: &str) -> String {

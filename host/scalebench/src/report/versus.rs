@@ -15,7 +15,8 @@ pub const READ_FILTER: &[&str] = &["read-point", "latest-all"];
 /// Probe that is the "hisRead 1000" column: an hour of 1,000 points.
 pub const HIS_READ_1000: &[&str] = &["his-read-1000", "hour-1000"];
 
-pub const HEADER: [&str; 10] = ["Target", "Run", "Points", "Status", "Stored/s", "p95 lag", "Read filter", "hisRead 1000", "RAM", "Disk"];
+pub const HEADER: [&str; 10] =
+    ["Target", "Run", "Points", "Status", "Stored/s", "p95 lag", "Read filter", "hisRead 1000", "RAM", "Disk"];
 
 /// Do these runs hold more than one target (worth a side-by-side table)?
 pub fn several_targets(runs: &[RunResult]) -> bool {
@@ -108,7 +109,15 @@ mod tests {
             resources: [("svc".to_string(), Resource { rss_bytes_max: rss, ..Default::default() })].into(),
             containers: Default::default(),
             samples: vec![],
-            probes: probes.iter().map(|(n, t)| ProbeResult { name: n.to_string(), warm_median_s: Some(*t), ok: true, ..Default::default() }).collect(),
+            probes: probes
+                .iter()
+                .map(|(n, t)| ProbeResult {
+                    name: n.to_string(),
+                    warm_median_s: Some(*t),
+                    ok: true,
+                    ..Default::default()
+                })
+                .collect(),
             db: Db { database_bytes: db, ..Default::default() },
             durability: Default::default(),
             topology: Default::default(),

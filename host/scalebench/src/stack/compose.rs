@@ -155,15 +155,28 @@ pub fn load(
     nproc: u32,
 ) -> Result<Project, ComposeError> {
     let invalid = |problem: String, hint: &str| ComposeError::Invalid { path: file.into(), problem, hint: hint.into() };
-    let text = std::fs::read_to_string(file).map_err(|e| invalid(format!("cannot read it: {e}"), "give the path of a compose file (see compose/)"))?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| invalid(format!("cannot read it: {e}"), "give the path of a compose file (see compose/)"))?;
     let text = interpolate(&text, env);
-    let parsed: dc::Compose =
-        serde_yaml::from_str(&text).map_err(|e| invalid(format!("not a compose file scalebench understands: {e}"), "check its YAML against the files in compose/"))?;
-    let name = project.map(str::to_string).or(parsed.name.clone()).ok_or_else(|| invalid("no project name".into(), "add `name: scale-...` to the file"))?;
+    let parsed: dc::Compose = serde_yaml::from_str(&text).map_err(|e| {
+        invalid(
+            format!("not a compose file scalebench understands: {e}"),
+            "check its YAML against the files in compose/",
+        )
+    })?;
+    let name = project
+        .map(str::to_string)
+        .or(parsed.name.clone())
+        .ok_or_else(|| invalid("no project name".into(), "add `name: scale-...` to the file"))?;
     let mut services = Vec::new();
     for (sname, svc) in parsed.services.0.iter() {
         let Some(svc) = svc else { continue };
-        let image = svc.image.clone().ok_or_else(|| invalid(format!("service {sname} has no image"), "every service needs `image:` (build the images with scripts/docker-images.sh)"))?;
+        let image = svc.image.clone().ok_or_else(|| {
+            invalid(
+                format!("service {sname} has no image"),
+                "every service needs `image:` (build the images with scripts/docker-images.sh)",
+            )
+        })?;
         let command = match &svc.command {
             Some(dc::Command::Args(a)) => Some(a.clone()),
             Some(dc::Command::Simple(s)) => Some(s.split_whitespace().map(str::to_string).collect()),
@@ -171,23 +184,36 @@ pub fn load(
         };
         let environment = match &svc.environment {
             dc::Environment::List(l) => l.clone(),
-            dc::Environment::KvPair(m) => m.iter().map(|(k, v)| format!("{k}={}", v.as_ref().map(single).unwrap_or_default())).collect(),
+            dc::Environment::KvPair(m) => {
+                m.iter().map(|(k, v)| format!("{k}={}", v.as_ref().map(single).unwrap_or_default())).collect()
+            }
         };
         let mut ports = Vec::new();
         match &svc.ports {
             dc::Ports::Short(list) => {
                 for p in list {
-                    ports.push(parse_short_port(p).ok_or_else(|| invalid(format!("service {sname}: port {p:?} is not host_ip:host_port:container_port"), "publish as \"127.0.0.1:2xxxx:PORT\""))?);
+                    ports.push(parse_short_port(p).ok_or_else(|| {
+                        invalid(
+                            format!("service {sname}: port {p:?} is not host_ip:host_port:container_port"),
+                            "publish as \"127.0.0.1:2xxxx:PORT\"",
+                        )
+                    })?);
                 }
             }
             dc::Ports::Long(list) => {
                 for p in list {
                     let host_port = match &p.published {
                         Some(dc::PublishedPort::Single(n)) => *n,
-                        Some(dc::PublishedPort::Range(r)) => r.parse().map_err(|_| invalid(format!("service {sname}: port range {r}"), "publish one port per entry"))?,
+                        Some(dc::PublishedPort::Range(r)) => r.parse().map_err(|_| {
+                            invalid(format!("service {sname}: port range {r}"), "publish one port per entry")
+                        })?,
                         None => 0,
                     };
-                    ports.push(PortSpec { host_ip: p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into()), host_port, container_port: p.target });
+                    ports.push(PortSpec {
+                        host_ip: p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into()),
+                        host_port,
+                        container_port: p.target,
+                    });
                 }
             }
         }
@@ -195,7 +221,9 @@ pub fn load(
         for v in &svc.volumes {
             match v {
                 dc::Volumes::Simple(s) => {
-                    let (src, dst) = s.split_once(':').ok_or_else(|| invalid(format!("service {sname}: volume {s:?}"), "mount a named volume as scale_name:/path"))?;
+                    let (src, dst) = s.split_once(':').ok_or_else(|| {
+                        invalid(format!("service {sname}: volume {s:?}"), "mount a named volume as scale_name:/path")
+                    })?;
                     volumes.push((src.to_string(), dst.split(':').next().unwrap_or(dst).to_string()));
                 }
                 dc::Volumes::Advanced(a) => volumes.push((a.source.clone().unwrap_or_default(), a.target.clone())),
@@ -213,7 +241,9 @@ pub fn load(
             .or_else(|| svc.mem_limit.as_deref().and_then(parse_bytes))
             .unwrap_or(DEFAULT_MEMORY_BYTES);
         let labels = match &svc.labels {
-            dc::Labels::List(l) => l.iter().filter_map(|x| x.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            dc::Labels::List(l) => {
+                l.iter().filter_map(|x| x.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            }
             dc::Labels::Map(m) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         let depends_on = match &svc.depends_on {
@@ -240,8 +270,16 @@ pub fn load(
                 dc::HealthcheckTest::Multiple(v) => v.clone(),
             }),
             // Logs are capped whatever the file says: 3 × 50 MB at most.
-            log_max_size: opts.get("max-size").map(single).filter(|s| parse_bytes(s).is_some_and(|b| b <= 50 << 20)).unwrap_or_else(|| "50m".into()),
-            log_max_file: opts.get("max-file").map(single).filter(|s| s.parse::<u32>().is_ok_and(|n| n <= 3)).unwrap_or_else(|| "3".into()),
+            log_max_size: opts
+                .get("max-size")
+                .map(single)
+                .filter(|s| parse_bytes(s).is_some_and(|b| b <= 50 << 20))
+                .unwrap_or_else(|| "50m".into()),
+            log_max_file: opts
+                .get("max-file")
+                .map(single)
+                .filter(|s| s.parse::<u32>().is_ok_and(|n| n <= 3))
+                .unwrap_or_else(|| "3".into()),
         });
     }
     let volumes = parsed.volumes.0.keys().cloned().collect();
@@ -255,14 +293,29 @@ pub fn check(project: &Project, checkout_dir: &Path, check_free: bool) -> Result
     let name = &project.name;
     let checkout_name = checkout_dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     if !name.starts_with("scale-") {
-        return Err(guard("project name", format!("project `{name}` is not named scale-*"), "name scale projects scale-<something> (e.g. `name: scale-historian`)"));
+        return Err(guard(
+            "project name",
+            format!("project `{name}` is not named scale-*"),
+            "name scale projects scale-<something> (e.g. `name: scale-historian`)",
+        ));
     }
-    if LIVE_PROJECT_NAMES.contains(&name.as_str()) || *name == checkout_name || LIVE_DATABASE_NAMES.contains(&name.as_str()) {
-        return Err(guard("project name", format!("project `{name}` is a live install's name or this checkout's directory name"), "choose another scale-* name"));
+    if LIVE_PROJECT_NAMES.contains(&name.as_str())
+        || *name == checkout_name
+        || LIVE_DATABASE_NAMES.contains(&name.as_str())
+    {
+        return Err(guard(
+            "project name",
+            format!("project `{name}` is a live install's name or this checkout's directory name"),
+            "choose another scale-* name",
+        ));
     }
     for v in &project.volumes {
         if !v.starts_with("scale_") {
-            return Err(guard("volumes", format!("volume `{v}` is not named scale_*"), "name every volume scale_<something>: `down` removes only scale_* volumes"));
+            return Err(guard(
+                "volumes",
+                format!("volume `{v}` is not named scale_*"),
+                "name every volume scale_<something>: `down` removes only scale_* volumes",
+            ));
         }
     }
     for s in &project.services {
@@ -270,29 +323,47 @@ pub fn check(project: &Project, checkout_dir: &Path, check_free: bool) -> Result
             if !src.starts_with("scale_") {
                 return Err(guard(
                     "volumes",
-                    format!("service {} mounts `{src}`, which is not a scale_* volume (a host path or a foreign volume)", s.name),
+                    format!(
+                        "service {} mounts `{src}`, which is not a scale_* volume (a host path or a foreign volume)",
+                        s.name
+                    ),
                     "mount only scale_* named volumes",
                 ));
             }
         }
         if s.network_mode.as_deref().is_some_and(|m| m == "host" || m.starts_with("container:")) {
-            return Err(guard("host network", format!("service {} uses network_mode {}", s.name, s.network_mode.clone().unwrap_or_default()), "remove network_mode: scale stacks run on their own network"));
+            return Err(guard(
+                "host network",
+                format!("service {} uses network_mode {}", s.name, s.network_mode.clone().unwrap_or_default()),
+                "remove network_mode: scale stacks run on their own network",
+            ));
         }
         if s.privileged {
             return Err(guard("privileged", format!("service {} is privileged", s.name), "remove `privileged: true`"));
         }
         for p in &s.ports {
             if p.host_ip != "127.0.0.1" {
-                return Err(guard("loopback ports", format!("service {} publishes port {} on {}", s.name, p.host_port, p.host_ip), "publish every port as \"127.0.0.1:2xxxx:PORT\""));
+                return Err(guard(
+                    "loopback ports",
+                    format!("service {} publishes port {} on {}", s.name, p.host_port, p.host_ip),
+                    "publish every port as \"127.0.0.1:2xxxx:PORT\"",
+                ));
             }
             if LIVE_DEFAULT_PORTS.contains(&p.host_port) {
-                return Err(guard("live ports", format!("service {} publishes live default port {}", s.name, p.host_port), "use a 2xxxx port (the SCALE_*_PORT values)"));
+                return Err(guard(
+                    "live ports",
+                    format!("service {} publishes live default port {}", s.name, p.host_port),
+                    "use a 2xxxx port (the SCALE_*_PORT values)",
+                ));
             }
             if check_free {
                 if let Err(detail) = local_stack::guard::port_free(p.host_port) {
                     return Err(guard(
                         "ports in use",
-                        format!("service {} needs port 127.0.0.1:{}, which is already held ({detail})", s.name, p.host_port),
+                        format!(
+                            "service {} needs port 127.0.0.1:{}, which is already held ({detail})",
+                            s.name, p.host_port
+                        ),
                         "stop the other stack (scalebench stack down), or pick other ports",
                     ));
                 }
@@ -301,13 +372,29 @@ pub fn check(project: &Project, checkout_dir: &Path, check_free: bool) -> Result
     }
     let env = &project.env_file;
     if env.file_name().is_some_and(|n| n == ".env") || env.parent().is_some_and(|p| p == checkout_dir) {
-        return Err(guard("env file", format!("{} is the checkout's env file", env.display()), "scalebench writes its own env file into the run directory"));
+        return Err(guard(
+            "env file",
+            format!("{} is the checkout's env file", env.display()),
+            "scalebench writes its own env file into the run directory",
+        ));
     }
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(env) {
         Ok(m) if m.permissions().mode() & 0o077 == 0 => {}
-        Ok(m) => return Err(guard("env file", format!("{} has mode {:o}, readable by others", env.display(), m.permissions().mode() & 0o777), "the env file must be mode 600")),
-        Err(e) => return Err(guard("env file", format!("{} cannot be read: {e}", env.display()), "let scalebench generate it")),
+        Ok(m) => {
+            return Err(guard(
+                "env file",
+                format!("{} has mode {:o}, readable by others", env.display(), m.permissions().mode() & 0o777),
+                "the env file must be mode 600",
+            ))
+        }
+        Err(e) => {
+            return Err(guard(
+                "env file",
+                format!("{} cannot be read: {e}", env.display()),
+                "let scalebench generate it",
+            ))
+        }
     }
     Ok(())
 }

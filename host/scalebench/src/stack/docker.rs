@@ -19,10 +19,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, HostConfigLogConfig, NetworkCreateRequest, NetworkingConfig, PortBinding, VolumeCreateRequest};
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, HostConfigLogConfig, NetworkCreateRequest, NetworkingConfig,
+    PortBinding, VolumeCreateRequest,
+};
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, KillContainerOptions, ListContainersOptions, RemoveContainerOptions, RemoveVolumeOptions,
-    StartContainerOptions, StatsOptions,
+    CreateContainerOptions, InspectContainerOptions, KillContainerOptions, ListContainersOptions,
+    RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions, StatsOptions,
 };
 use bollard::Docker;
 use futures::StreamExt;
@@ -110,7 +113,10 @@ fn labels(project: &Project, service: Option<&str>) -> HashMap<String, String> {
     let mut l = HashMap::from([
         (PROJECT_LABEL.to_string(), project.name.clone()),
         ("com.docker.compose.project.config_files".to_string(), project.file.display().to_string()),
-        ("com.docker.compose.project.working_dir".to_string(), project.file.parent().map(|p| p.display().to_string()).unwrap_or_default()),
+        (
+            "com.docker.compose.project.working_dir".to_string(),
+            project.file.parent().map(|p| p.display().to_string()).unwrap_or_default(),
+        ),
         ("com.docker.compose.version".to_string(), "2.20.0".to_string()),
         ("scale.created-by".to_string(), "scalebench".to_string()),
     ]);
@@ -153,7 +159,15 @@ impl DockerStack {
             hint: "choose a writable run directory".into(),
         })?;
         let nproc = crate::hardware::nproc();
-        let project = compose::load(&opts.compose_file, &opts.env, &env_file, opts.project.as_deref(), &opts.caps, opts.cpuset.as_deref(), nproc)?;
+        let project = compose::load(
+            &opts.compose_file,
+            &opts.env,
+            &env_file,
+            opts.project.as_deref(),
+            &opts.caps,
+            opts.cpuset.as_deref(),
+            nproc,
+        )?;
         compose::check(&project, &opts.checkout_dir, true)?;
         let docker = connect().await?;
         let root_dir = docker.info().await.ok().and_then(|i| i.docker_root_dir).map(PathBuf::from);
@@ -183,9 +197,20 @@ impl DockerStack {
     async fn create_all(&mut self, ready_timeout: Duration) -> Result<(), DockerError> {
         let p = self.project.clone();
         self.docker
-            .create_network(NetworkCreateRequest { name: self.network.clone(), driver: Some("bridge".into()), labels: Some(labels(&p, None)), ..Default::default() })
+            .create_network(NetworkCreateRequest {
+                name: self.network.clone(),
+                driver: Some("bridge".into()),
+                labels: Some(labels(&p, None)),
+                ..Default::default()
+            })
             .await
-            .map_err(|e| api(format!("creating network {}", self.network), e, "remove a leftover with `scalebench stack down --stack docker`"))?;
+            .map_err(|e| {
+                api(
+                    format!("creating network {}", self.network),
+                    e,
+                    "remove a leftover with `scalebench stack down --stack docker`",
+                )
+            })?;
         for key in &p.volumes {
             let name = volume_name(&p.name, key);
             let mut l = labels(&p, None);
@@ -203,7 +228,10 @@ impl DockerStack {
                 .await
                 .map_err(|e| api(format!("starting {}", s.name), e, "see `docker logs` of the container"))?;
             self.containers.push(Container { service: s.name.clone(), id });
-            self.health.insert(s.name.clone(), ServiceHealth { state: "running".into(), oom_measured: true, ..Default::default() });
+            self.health.insert(
+                s.name.clone(),
+                ServiceHealth { state: "running".into(), oom_measured: true, ..Default::default() },
+            );
             self.wait_ready(s, ready_timeout).await?;
             let info = self.inspect(&s.name).await;
             if let Some((started, restarts)) = info.as_ref().map(|i| (i.0.clone(), i.1)) {
@@ -220,10 +248,17 @@ impl DockerStack {
         let mut exposed = Vec::new();
         for port in &s.ports {
             let key = format!("{}/tcp", port.container_port);
-            port_bindings.insert(key.clone(), Some(vec![PortBinding { host_ip: Some(port.host_ip.clone()), host_port: Some(port.host_port.to_string()) }]));
+            port_bindings.insert(
+                key.clone(),
+                Some(vec![PortBinding {
+                    host_ip: Some(port.host_ip.clone()),
+                    host_port: Some(port.host_port.to_string()),
+                }]),
+            );
             exposed.push(key);
         }
-        let binds: Vec<String> = s.volumes.iter().map(|(src, dst)| format!("{}:{dst}", volume_name(&p.name, src))).collect();
+        let binds: Vec<String> =
+            s.volumes.iter().map(|(src, dst)| format!("{}:{dst}", volume_name(&p.name, src))).collect();
         let host = HostConfig {
             nano_cpus: Some((s.cpus * 1e9) as i64),
             memory: Some(s.memory_bytes),
@@ -233,7 +268,10 @@ impl DockerStack {
             binds: Some(binds),
             log_config: Some(HostConfigLogConfig {
                 typ: Some("json-file".into()),
-                config: Some(HashMap::from([("max-size".into(), s.log_max_size.clone()), ("max-file".into(), s.log_max_file.clone())])),
+                config: Some(HashMap::from([
+                    ("max-size".into(), s.log_max_size.clone()),
+                    ("max-file".into(), s.log_max_file.clone()),
+                ])),
             }),
             network_mode: Some(self.network.clone()),
             privileged: Some(false),
@@ -257,7 +295,10 @@ impl DockerStack {
             exposed_ports: Some(exposed),
             host_config: Some(host),
             networking_config: Some(NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(self.network.clone(), EndpointSettings { aliases: Some(vec![s.name.clone()]), ..Default::default() })])),
+                endpoints_config: Some(HashMap::from([(
+                    self.network.clone(),
+                    EndpointSettings { aliases: Some(vec![s.name.clone()]), ..Default::default() },
+                )])),
             }),
             ..Default::default()
         };
@@ -266,7 +307,13 @@ impl DockerStack {
             .docker
             .create_container(Some(CreateContainerOptions { name: Some(name.clone()), platform: String::new() }), body)
             .await
-            .map_err(|e| api(format!("creating container {name} from image {}", s.image), e, "build the images first: scripts/docker-images.sh"))?;
+            .map_err(|e| {
+                api(
+                    format!("creating container {name} from image {}", s.image),
+                    e,
+                    "build the images first: scripts/docker-images.sh",
+                )
+            })?;
         Ok(r.id)
     }
 
@@ -283,7 +330,10 @@ impl DockerStack {
                 // PostgreSQL accepts TCP before it accepts queries: ask it.
                 if s.labels.get("scale.kind").map(String::as_str) == Some("postgres") {
                     if let Some(p) = s.ports.first() {
-                        let conn = format!("host=127.0.0.1 port={} user=postgres dbname=scalebench connect_timeout=2", p.host_port);
+                        let conn = format!(
+                            "host=127.0.0.1 port={} user=postgres dbname=scalebench connect_timeout=2",
+                            p.host_port
+                        );
                         if tokio_postgres_ready(&conn).await {
                             return Ok(());
                         }
@@ -399,14 +449,24 @@ impl DockerStack {
         for c in &self.containers {
             let mut s = self.docker.stats(&c.id, Some(StatsOptions { stream: false, one_shot: true }));
             let Some(Ok(st)) = s.next().await else { continue };
-            let cpu_ns = st.cpu_stats.as_ref().and_then(|c| c.cpu_usage.as_ref()).and_then(|u| u.total_usage).unwrap_or(0);
+            let cpu_ns =
+                st.cpu_stats.as_ref().and_then(|c| c.cpu_usage.as_ref()).and_then(|u| u.total_usage).unwrap_or(0);
             let mem = st.memory_stats.as_ref();
-            let cache = mem.and_then(|m| m.stats.as_ref()).and_then(|s| s.get("cache").or_else(|| s.get("inactive_file")).copied()).unwrap_or(0);
+            let cache = mem
+                .and_then(|m| m.stats.as_ref())
+                .and_then(|s| s.get("cache").or_else(|| s.get("inactive_file")).copied())
+                .unwrap_or(0);
             let usage = mem.and_then(|m| m.usage).unwrap_or(0).saturating_sub(cache);
             let limit = mem.and_then(|m| m.limit);
             let (mut rd, mut wr) = (None, None);
             if let Some(entries) = st.blkio_stats.as_ref().and_then(|b| b.io_service_bytes_recursive.as_ref()) {
-                let sum = |op: &str| entries.iter().filter(|e| e.op.as_deref().is_some_and(|o| o.eq_ignore_ascii_case(op))).filter_map(|e| e.value).sum::<u64>();
+                let sum = |op: &str| {
+                    entries
+                        .iter()
+                        .filter(|e| e.op.as_deref().is_some_and(|o| o.eq_ignore_ascii_case(op)))
+                        .filter_map(|e| e.value)
+                        .sum::<u64>()
+                };
                 rd = Some(sum("read"));
                 wr = Some(sum("write"));
             } else {
@@ -446,13 +506,21 @@ pub async fn remove_project(docker: &Docker, project: &str, volumes: bool) -> Re
     let mut removed = Vec::new();
     let filters = HashMap::from([("label".to_string(), vec![format!("{PROJECT_LABEL}={project}")])]);
     let list = docker
-        .list_containers(Some(ListContainersOptions { all: true, filters: Some(filters.clone()), ..Default::default() }))
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters.clone()),
+            ..Default::default()
+        }))
         .await
         .map_err(|e| api("listing containers", e, "check the Docker engine"))?;
     for c in list {
         if let Some(id) = c.id {
             let _ = docker.unpause_container(&id).await;
-            if docker.remove_container(&id, Some(RemoveContainerOptions { force: true, v: false, link: false })).await.is_ok() {
+            if docker
+                .remove_container(&id, Some(RemoveContainerOptions { force: true, v: false, link: false }))
+                .await
+                .is_ok()
+            {
                 removed.push(c.names.and_then(|n| n.first().cloned()).unwrap_or(id));
             }
         }
@@ -467,7 +535,9 @@ pub async fn remove_project(docker: &Docker, project: &str, volumes: bool) -> Re
             .await
             .map_err(|e| api("listing volumes", e, "check the Docker engine"))?;
         for v in vols.volumes.unwrap_or_default() {
-            if v.name.starts_with("scale_") && docker.remove_volume(&v.name, Some(RemoveVolumeOptions { force: true })).await.is_ok() {
+            if v.name.starts_with("scale_")
+                && docker.remove_volume(&v.name, Some(RemoveVolumeOptions { force: true })).await.is_ok()
+            {
                 removed.push(format!("volume {}", v.name));
             }
         }
@@ -493,9 +563,13 @@ pub async fn project_status(docker: &Docker, project: &str) -> Result<Vec<(Strin
 
 async fn tokio_postgres_ready(conn: &str) -> bool {
     let conn = conn.to_string();
-    tokio::task::spawn_blocking(move || postgres::Client::connect(&conn, postgres::NoTls).and_then(|mut c| c.simple_query("SELECT 1").map(|_| ())).is_ok())
-        .await
-        .unwrap_or(false)
+    tokio::task::spawn_blocking(move || {
+        postgres::Client::connect(&conn, postgres::NoTls)
+            .and_then(|mut c| c.simple_query("SELECT 1").map(|_| ()))
+            .is_ok()
+    })
+    .await
+    .unwrap_or(false)
 }
 
 fn describe_exit(code: i64, oom: bool) -> String {
@@ -524,11 +598,16 @@ impl StackDriver for DockerStack {
     fn services(&self) -> Vec<Endpoint> {
         let mut out: Vec<Endpoint> = Vec::new();
         for s in &self.project.services {
-            let (Some(name), Some(kind)) = (s.labels.get("scale.service"), s.labels.get("scale.kind")) else { continue };
+            let (Some(name), Some(kind)) = (s.labels.get("scale.service"), s.labels.get("scale.kind")) else {
+                continue;
+            };
             let Some(port) = s.ports.first() else { continue };
             let (kind, address) = match kind.as_str() {
                 "mqtt" => (ServiceKind::Mqtt, format!("mqtt://127.0.0.1:{}", port.host_port)),
-                "postgres" => (ServiceKind::Postgres, format!("host=127.0.0.1 port={} user=postgres dbname=scalebench", port.host_port)),
+                "postgres" => (
+                    ServiceKind::Postgres,
+                    format!("host=127.0.0.1 port={} user=postgres dbname=scalebench", port.host_port),
+                ),
                 "nats" => (ServiceKind::Nats, format!("nats://127.0.0.1:{}", port.host_port)),
                 "http" => (ServiceKind::Http, format!("http://127.0.0.1:{}", port.host_port)),
                 _ => continue,
@@ -577,7 +656,8 @@ impl StackDriver for DockerStack {
             }
             sig => {
                 let name = local_stack::health::signal_name(sig).unwrap_or("SIGKILL").to_string();
-                block_on(docker.kill_container(&id, Some(KillContainerOptions { signal: name }))).map_err(|e| e.to_string())?;
+                block_on(docker.kill_container(&id, Some(KillContainerOptions { signal: name })))
+                    .map_err(|e| e.to_string())?;
             }
         }
         Ok(())

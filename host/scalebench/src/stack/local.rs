@@ -19,7 +19,13 @@ fn totals(list: Vec<local_stack::ServiceHealth>) -> BTreeMap<String, ServiceHeal
             let state = if h.running { "running".to_string() } else { "exited".to_string() };
             (
                 h.service.clone(),
-                ServiceHealth { restarts: h.restarts, oom_kills: h.oom_kills.unwrap_or(0), oom_measured: h.oom_kills.is_some(), exits: h.exits, state },
+                ServiceHealth {
+                    restarts: h.restarts,
+                    oom_kills: h.oom_kills.unwrap_or(0),
+                    oom_measured: h.oom_kills.is_some(),
+                    exits: h.exits,
+                    state,
+                },
             )
         })
         .collect()
@@ -31,7 +37,11 @@ impl StackDriver for LocalStack {
     }
     fn services(&self) -> Vec<Endpoint> {
         vec![
-            Endpoint { name: "broker".into(), kind: ServiceKind::Mqtt, address: format!("mqtt://{}:{}", self.mqtt_host(), self.mqtt_port()) },
+            Endpoint {
+                name: "broker".into(),
+                kind: ServiceKind::Mqtt,
+                address: format!("mqtt://{}:{}", self.mqtt_host(), self.mqtt_port()),
+            },
             Endpoint { name: "postgres".into(), kind: ServiceKind::Postgres, address: self.postgres_conn() },
         ]
     }
@@ -42,14 +52,21 @@ impl StackDriver for LocalStack {
         Some(totals(self.health()))
     }
     fn sample_processes(&mut self) -> Vec<ProcSample> {
-        LocalStack::sample_processes(self).into_iter().map(|p| ProcSample::new(p.service.to_string(), p.cpu_seconds, p.rss_bytes, p.at)).collect()
+        LocalStack::sample_processes(self)
+            .into_iter()
+            .map(|p| ProcSample::new(p.service.to_string(), p.cpu_seconds, p.rss_bytes, p.at))
+            .collect()
     }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         let svc = match service {
             "mosquitto" | "broker" => Service::Mosquitto,
             "postgres" | "postgresql" => Service::Postgres,
             "reference-historian" | "historian" => Service::Historian,
-            other => return Err(format!("the local stack has no service `{other}` (it has mosquitto, postgres, reference-historian)")),
+            other => {
+                return Err(format!(
+                    "the local stack has no service `{other}` (it has mosquitto, postgres, reference-historian)"
+                ))
+            }
         };
         self.kill(svc, signal).map_err(|e| e.to_string())
     }
@@ -82,14 +99,21 @@ impl StackDriver for NatsCluster {
         Some(totals(self.health()))
     }
     fn sample_processes(&mut self) -> Vec<ProcSample> {
-        NatsCluster::sample_processes(self).into_iter().map(|p| ProcSample::new(format!("nats-{}", p.node), p.cpu_seconds, p.rss_bytes, p.at)).collect()
+        NatsCluster::sample_processes(self)
+            .into_iter()
+            .map(|p| ProcSample::new(format!("nats-{}", p.node), p.cpu_seconds, p.rss_bytes, p.at))
+            .collect()
     }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
-        let i: usize = service
-            .strip_prefix("nats-")
-            .and_then(|n| n.parse().ok())
-            .filter(|i| *i < self.node_count())
-            .ok_or_else(|| format!("the local NATS stack has no service `{service}` (it has nats-0 … nats-{})", self.node_count() - 1))?;
+        let i: usize =
+            service.strip_prefix("nats-").and_then(|n| n.parse().ok()).filter(|i| *i < self.node_count()).ok_or_else(
+                || {
+                    format!(
+                        "the local NATS stack has no service `{service}` (it has nats-0 … nats-{})",
+                        self.node_count() - 1
+                    )
+                },
+            )?;
         self.kill(i, signal).map_err(|e| e.to_string())
     }
     fn data_dir(&self) -> Option<PathBuf> {
@@ -128,11 +152,18 @@ impl StackDriver for LocalHaystack {
         Some(totals(vec![self.server.health()]))
     }
     fn sample_processes(&mut self) -> Vec<ProcSample> {
-        self.server.sample().into_iter().map(|p| ProcSample::new(local_stack::haystack::NAME.to_string(), p.cpu_seconds, p.rss_bytes, p.at)).collect()
+        self.server
+            .sample()
+            .into_iter()
+            .map(|p| ProcSample::new(local_stack::haystack::NAME.to_string(), p.cpu_seconds, p.rss_bytes, p.at))
+            .collect()
     }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         if service != local_stack::haystack::NAME && service != self.service {
-            return Err(format!("the local Haystack stack has no service `{service}` (it has {})", local_stack::haystack::NAME));
+            return Err(format!(
+                "the local Haystack stack has no service `{service}` (it has {})",
+                local_stack::haystack::NAME
+            ));
         }
         self.server.kill(signal).map_err(|e| e.to_string())
     }

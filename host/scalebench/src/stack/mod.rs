@@ -40,7 +40,15 @@ pub struct ProcSample {
 
 impl ProcSample {
     pub fn new(name: String, cpu_seconds: f64, rss_bytes: u64, at: Instant) -> ProcSample {
-        ProcSample { name, cpu_seconds, rss_bytes, mem_limit_bytes: None, blkio_read_bytes: None, blkio_write_bytes: None, at }
+        ProcSample {
+            name,
+            cpu_seconds,
+            rss_bytes,
+            mem_limit_bytes: None,
+            blkio_read_bytes: None,
+            blkio_write_bytes: None,
+            at,
+        }
     }
 }
 
@@ -133,7 +141,10 @@ pub trait StackDriver: Send {
 }
 
 /// What happened to each service between two health readings.
-pub fn health_delta(before: &BTreeMap<String, ServiceHealth>, after: &BTreeMap<String, ServiceHealth>) -> BTreeMap<String, ServiceHealth> {
+pub fn health_delta(
+    before: &BTreeMap<String, ServiceHealth>,
+    after: &BTreeMap<String, ServiceHealth>,
+) -> BTreeMap<String, ServiceHealth> {
     after
         .iter()
         .map(|(name, a)| {
@@ -154,7 +165,8 @@ pub fn health_delta(before: &BTreeMap<String, ServiceHealth>, after: &BTreeMap<S
 
 /// `--service NAME=URL` → (name, base URL), or why not (in the user's words).
 pub fn parse_service(s: &str) -> Result<(String, String), String> {
-    let (name, url) = s.split_once('=').ok_or_else(|| format!("--service {s}: give NAME=URL, e.g. api=http://127.0.0.1:28080"))?;
+    let (name, url) =
+        s.split_once('=').ok_or_else(|| format!("--service {s}: give NAME=URL, e.g. api=http://127.0.0.1:28080"))?;
     let (name, url) = (name.trim(), url.trim());
     if name.is_empty() {
         return Err(format!("--service {s}: the service needs a name before `=`, e.g. api=http://127.0.0.1:28080"));

@@ -69,13 +69,21 @@ pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
 
 /// `SERVICE=CPUS,MEMORY` → (service, (cpus, memory bytes)).
 pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String> {
-    let (svc, rest) = s.split_once('=').ok_or_else(|| format!("--cap {s}: give SERVICE=CPUS,MEMORY, e.g. postgres=2,6g"))?;
+    let (svc, rest) =
+        s.split_once('=').ok_or_else(|| format!("--cap {s}: give SERVICE=CPUS,MEMORY, e.g. postgres=2,6g"))?;
     let mut parts = rest.split(',');
-    let cpus = parts.next().filter(|c| !c.is_empty()).map(|c| c.parse::<f64>().map_err(|_| format!("--cap {s}: `{c}` is not a CPU count"))).transpose()?;
+    let cpus = parts
+        .next()
+        .filter(|c| !c.is_empty())
+        .map(|c| c.parse::<f64>().map_err(|_| format!("--cap {s}: `{c}` is not a CPU count")))
+        .transpose()?;
     let mem = parts
         .next()
         .filter(|m| !m.is_empty())
-        .map(|m| super::compose::parse_bytes(m).ok_or_else(|| format!("--cap {s}: `{m}` is not a memory size (e.g. 512m, 6g)")))
+        .map(|m| {
+            super::compose::parse_bytes(m)
+                .ok_or_else(|| format!("--cap {s}: `{m}` is not a memory size (e.g. 512m, 6g)"))
+        })
         .transpose()?;
     Ok((svc.trim().to_string(), (cpus, mem)))
 }
@@ -102,7 +110,12 @@ fn historian_args(args: &RunArgs) -> String {
 }
 
 /// The docker options of a run (or of `scalebench stack up`).
-pub fn docker_options(args: &RunArgs, plan: &Plan, project: Option<String>, run_dir: PathBuf) -> anyhow::Result<DockerOptions> {
+pub fn docker_options(
+    args: &RunArgs,
+    plan: &Plan,
+    project: Option<String>,
+    run_dir: PathBuf,
+) -> anyhow::Result<DockerOptions> {
     let file = args.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.nodes));
     let mut env = port_env(args.base_port)?;
     env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(args));
@@ -131,9 +144,14 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
         StackKind::Local if wants_nats => {
             let opts = local_stack::nats::NatsOptions::new(&run_dir, args.nodes as usize);
             eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
-            Box::new(tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts)).context("cannot start the local NATS stack")?)
+            Box::new(
+                tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts))
+                    .context("cannot start the local NATS stack")?,
+            )
         }
-        StackKind::Local if matches!(plan.transport, TransportPlan::Http) => Box::new(start_haystack(args, plan, target, &run_dir)?),
+        StackKind::Local if matches!(plan.transport, TransportPlan::Http) => {
+            Box::new(start_haystack(args, plan, target, &run_dir)?)
+        }
         StackKind::Local => {
             let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
             so.historian.bin = Some(std::env::current_exe()?);
@@ -145,15 +163,25 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
                 so.historian.extra_args.extend(["--leak-mb-per-s".into(), mb.to_string()]);
             }
             for kv in &args.historian_session_setting {
-                let (k, v) = kv.split_once('=').ok_or_else(|| usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off")))?;
+                let (k, v) = kv.split_once('=').ok_or_else(|| {
+                    usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off"))
+                })?;
                 so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
             }
             so.mosquitto_acl_file = args.mosquitto_acl.clone();
-            eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
+            eprintln!(
+                "starting the local stack in {} (mqtt {}, postgres {})",
+                run_dir.display(),
+                so.mqtt_port,
+                so.pg_port
+            );
             Box::new(LocalStack::start(so).await.context("cannot start the local stack")?)
         }
         StackKind::Docker => {
-            let stem = compose_file_for(plan, args.nodes).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "stack".into());
+            let stem = compose_file_for(plan, args.nodes)
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_else(|| "stack".into());
             let project = format!("scale-{stem}-{}", run_id.to_ascii_lowercase());
             let opts = docker_options(args, plan, Some(project.clone()), run_dir.clone())?;
             eprintln!("starting the docker stack {project} from {}", opts.compose_file.display());
@@ -177,7 +205,8 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
             }
             let ext = External { endpoints };
             // Ask only for what the target's plan names.
-            let missing: Vec<String> = plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
+            let missing: Vec<String> =
+                plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
             if !missing.is_empty() {
                 return Err(usage(format!(
                     "--stack external: target {target} needs service(s) {} (give --mqtt-url for `broker`, --pg-url for `postgres`, --nats-url for `nats`, --service NAME=URL for an HTTP service)",
@@ -192,7 +221,12 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
 /// The local stack of an HTTP target: the Haystack test server as the
 /// plan's HTTP service, with SCRAM when the target's params name a `user`
 /// (its password from --credentials-file or the environment).
-fn start_haystack(args: &RunArgs, plan: &Plan, target: &str, run_dir: &Path) -> anyhow::Result<super::local::LocalHaystack> {
+fn start_haystack(
+    args: &RunArgs,
+    plan: &Plan,
+    target: &str,
+    run_dir: &Path,
+) -> anyhow::Result<super::local::LocalHaystack> {
     let service = match &plan.storage {
         plugin_runtime::adapter_types::StoragePlan::Http(s) => s.clone(),
         _ => plan.services.first().cloned().unwrap_or_else(|| "api".into()),
@@ -220,8 +254,12 @@ fn start_haystack(args: &RunArgs, plan: &Plan, target: &str, run_dir: &Path) -> 
         extra_args: Vec::new(),
         ready_timeout: Duration::from_secs(30),
     };
-    eprintln!("starting the local Haystack test server (not Haxall; docs/haystack-test-server.md) in {}", run_dir.display());
-    let server = tokio::task::block_in_place(|| local_stack::haystack::HaystackServer::start(opts)).context("cannot start the local Haystack server")?;
+    eprintln!(
+        "starting the local Haystack test server (not Haxall; docs/haystack-test-server.md) in {}",
+        run_dir.display()
+    );
+    let server = tokio::task::block_in_place(|| local_stack::haystack::HaystackServer::start(opts))
+        .context("cannot start the local Haystack server")?;
     Ok(super::local::LocalHaystack { server, service })
 }
 
@@ -229,7 +267,13 @@ fn start_haystack(args: &RunArgs, plan: &Plan, target: &str, run_dir: &Path) -> 
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path).with_context(|| format!("cannot write {}", path.display()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     f.write_all(text.as_bytes())?;
     Ok(())
 }

@@ -181,7 +181,8 @@ impl Plan {
             messages: m,
             payload_bytes: b,
         };
-        let (c, c_big, j, j4, j_sync) = if quick { (20_000, 20_000, 5_000, 5_000, 1_000) } else { (100_000, 200_000, 20_000, 50_000, 2_000) };
+        let (c, c_big, j, j4, j_sync) =
+            if quick { (20_000, 20_000, 5_000, 5_000, 1_000) } else { (100_000, 200_000, 20_000, 50_000, 2_000) };
         Plan {
             quick,
             core: vec![core(1, 1, c, 128), core(4, 4, c_big, 128), core(8, 8, c_big, 128), core(4, 4, c, 1024)],
@@ -421,10 +422,18 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let external = args.url.as_deref().map(split_urls);
     if let Some(urls) = &external {
         if urls.is_empty() || urls.iter().any(|u| !u.starts_with("nats://")) {
-            return Err(UsageError(format!("--url wants comma-separated nats://host:port URLs, got {:?}", args.url.as_deref().unwrap_or(""))).into());
+            return Err(UsageError(format!(
+                "--url wants comma-separated nats://host:port URLs, got {:?}",
+                args.url.as_deref().unwrap_or("")
+            ))
+            .into());
         }
     } else if !(1..=7).contains(&args.nodes) {
-        return Err(UsageError(format!("--nodes {} is out of range: use 1 (standalone) or 3 (replicas=3)", args.nodes)).into());
+        return Err(UsageError(format!(
+            "--nodes {} is out of range: use 1 (standalone) or 3 (replicas=3)",
+            args.nodes
+        ))
+        .into());
     }
     let monitors = args.monitor_url.as_deref().map(split_urls).unwrap_or_default();
     if monitors.iter().any(|u| !u.starts_with("http://")) {
@@ -454,10 +463,20 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let target = match &external {
         Some(urls) => {
             store_tmp = None;
-            Target { kind: "external".into(), nodes: None, client_urls: urls.clone(), monitor_urls: monitors.clone(), server_binary: None, store_dir: None }
+            Target {
+                kind: "external".into(),
+                nodes: None,
+                client_urls: urls.clone(),
+                monitor_urls: monitors.clone(),
+                server_binary: None,
+                store_dir: None,
+            }
         }
         None => {
-            let tmp = tempfile::Builder::new().prefix("scalebench-study-nats-").tempdir_in(store_parent()).context("cannot create a directory for the NATS stores")?;
+            let tmp = tempfile::Builder::new()
+                .prefix("scalebench-study-nats-")
+                .tempdir_in(store_parent())
+                .context("cannot create a directory for the NATS stores")?;
             eprintln!("study nats: starting {} nats-server node(s) on 127.0.0.1 …", args.nodes);
             let c = NatsCluster::start(NatsOptions::new(tmp.path(), args.nodes)).map_err(|e| anyhow!("{e}"))?;
             let t = Target {
@@ -466,7 +485,9 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
                 client_urls: c.client_urls(),
                 monitor_urls: c.monitor_urls(),
                 server_binary: local_stack::nats::server_version(Some(c.bin())).ok(),
-                store_dir: Some(c.store_dir(0).parent().and_then(Path::parent).unwrap_or(tmp.path()).display().to_string()),
+                store_dir: Some(
+                    c.store_dir(0).parent().and_then(Path::parent).unwrap_or(tmp.path()).display().to_string(),
+                ),
             };
             cluster = Some(c);
             store_tmp = Some(tmp);
@@ -497,7 +518,8 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let server_processes: Vec<ServerProcess> = proc_after
         .iter()
         .map(|a| {
-            let before = proc_before.iter().find(|b| b.node == a.node && b.pid == a.pid).map(|b| b.cpu_seconds).unwrap_or(0.0);
+            let before =
+                proc_before.iter().find(|b| b.node == a.node && b.pid == a.pid).map(|b| b.cpu_seconds).unwrap_or(0.0);
             let cpu = a.cpu_seconds - before;
             ServerProcess {
                 node: a.name.clone(),
@@ -584,7 +606,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 fn utc_now() -> String {
-    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     crate::results::format_utc(ms)
 }
 
@@ -656,7 +679,13 @@ struct Collected {
     fatal: Option<String>,
 }
 
-async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<usize>, out: &mut Collected) -> anyhow::Result<()> {
+async fn measure(
+    urls: &[String],
+    plan: &Plan,
+    tag: &str,
+    local_nodes: Option<usize>,
+    out: &mut Collected,
+) -> anyhow::Result<()> {
     // Who is there: one connection per URL.
     for (i, url) in urls.iter().enumerate() {
         let c = connect(url, &format!("study-info-{i}"), 1024).await?;
@@ -675,7 +704,11 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
     let row_bound = Duration::from_secs_f64(plan.row_time_cap_s * 2.0 + 30.0);
     let bounded = |e: tokio::time::error::Elapsed| anyhow!("the row did not finish within {row_bound:?} ({e})");
     for spec in &plan.core {
-        let row = match tokio::time::timeout(row_bound, core_row(urls, tag, spec, plan)).await.map_err(bounded).and_then(|r| r) {
+        let row = match tokio::time::timeout(row_bound, core_row(urls, tag, spec, plan))
+            .await
+            .map_err(bounded)
+            .and_then(|r| r)
+        {
             Ok(r) => r,
             Err(e) => failed_row(spec.name.clone(), "core", format!("{e:#}")),
         };
@@ -694,7 +727,11 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
             ));
             r
         } else {
-            match tokio::time::timeout(row_bound, js_row(urls, tag, i, spec, plan)).await.map_err(bounded).and_then(|r| r) {
+            match tokio::time::timeout(row_bound, js_row(urls, tag, i, spec, plan))
+                .await
+                .map_err(bounded)
+                .and_then(|r| r)
+            {
                 Ok(r) => r,
                 Err(e) => {
                     let mut r = js_row_shell(spec);
@@ -707,24 +744,32 @@ async fn measure(urls: &[String], plan: &Plan, tag: &str, local_nodes: Option<us
         progress(&row);
         out.throughput.push(row);
     }
-    let ping = tokio::time::timeout(row_bound, ping_row(urls, tag, plan)).await.map_err(bounded).and_then(|r| r).unwrap_or_else(|e| DelayRow {
-        name: format!("ping-{}-{}", human(plan.ping_count), size_name(plan.ping_payload_bytes)),
-        kind: "ping".into(),
-        error: Some(format!("{e:#}")),
-        ..Default::default()
-    });
-    progress_delay(&ping);
-    out.delay.push(ping);
-    for spec in &plan.floods {
-        let row = tokio::time::timeout(row_bound, flood_row(urls, tag, spec, plan)).await.map_err(bounded).and_then(|r| r).unwrap_or_else(|e| DelayRow {
-            name: spec.name.clone(),
-            kind: "flood".into(),
-            publishers: spec.publishers,
-            payload_bytes: spec.payload_bytes,
-            count: spec.messages,
+    let ping = tokio::time::timeout(row_bound, ping_row(urls, tag, plan))
+        .await
+        .map_err(bounded)
+        .and_then(|r| r)
+        .unwrap_or_else(|e| DelayRow {
+            name: format!("ping-{}-{}", human(plan.ping_count), size_name(plan.ping_payload_bytes)),
+            kind: "ping".into(),
             error: Some(format!("{e:#}")),
             ..Default::default()
         });
+    progress_delay(&ping);
+    out.delay.push(ping);
+    for spec in &plan.floods {
+        let row = tokio::time::timeout(row_bound, flood_row(urls, tag, spec, plan))
+            .await
+            .map_err(bounded)
+            .and_then(|r| r)
+            .unwrap_or_else(|e| DelayRow {
+                name: spec.name.clone(),
+                kind: "flood".into(),
+                publishers: spec.publishers,
+                payload_bytes: spec.payload_bytes,
+                count: spec.messages,
+                error: Some(format!("{e:#}")),
+                ..Default::default()
+            });
         progress_delay(&row);
         out.delay.push(row);
     }
@@ -816,7 +861,11 @@ fn parse_seq(p: &[u8]) -> Option<(u32, u64)> {
 
 /// Until every subscriber heard a warm-up from every publisher (interest
 /// has reached every node); bounded to 10 s.
-async fn warm_up(pubs: &[async_nats::Client], subs: &mut [async_nats::Subscriber], subject: &async_nats::Subject) -> anyhow::Result<()> {
+async fn warm_up(
+    pubs: &[async_nats::Client],
+    subs: &mut [async_nats::Subscriber],
+    subject: &async_nats::Subject,
+) -> anyhow::Result<()> {
     let mut seen = vec![vec![false; pubs.len()]; subs.len()];
     let deadline = Instant::now() + Duration::from_secs(10);
     for _round in 0..200 {
@@ -826,7 +875,11 @@ async fn warm_up(pubs: &[async_nats::Client], subs: &mut [async_nats::Subscriber
         }
         for (si, s) in subs.iter_mut().enumerate() {
             while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(30), s.next()).await {
-                if let Some(k) = std::str::from_utf8(&m.payload).ok().and_then(|t| t.strip_prefix("~warmup ")).and_then(|k| k.parse::<usize>().ok()) {
+                if let Some(k) = std::str::from_utf8(&m.payload)
+                    .ok()
+                    .and_then(|t| t.strip_prefix("~warmup "))
+                    .and_then(|k| k.parse::<usize>().ok())
+                {
                     if k < pubs.len() {
                         seen[si][k] = true;
                     }
@@ -915,7 +968,8 @@ async fn core_row(urls: &[String], tag: &str, spec: &CoreSpec, plan: &Plan) -> a
     }
     let mut pub_tasks = Vec::new();
     for (k, p) in pubs.iter().cloned().enumerate() {
-        let share = spec.messages / spec.publishers as u64 + u64::from((k as u64) < spec.messages % spec.publishers as u64);
+        let share =
+            spec.messages / spec.publishers as u64 + u64::from((k as u64) < spec.messages % spec.publishers as u64);
         let subject = subject.clone();
         let body = payload(spec.payload_bytes, k as u32, 0);
         pub_tasks.push(tokio::spawn(async move {
@@ -1028,7 +1082,8 @@ async fn core_row(urls: &[String], tag: &str, spec: &CoreSpec, plan: &Plan) -> a
 
 /// "pubs on n0,n1; subs on n1,n2" from the connections' INFO.
 fn landed_on(pubs: &[async_nats::Client], subs: &[async_nats::Client]) -> String {
-    let names = |cs: &[async_nats::Client]| cs.iter().map(|c| c.server_info().server_name).collect::<Vec<_>>().join(",");
+    let names =
+        |cs: &[async_nats::Client]| cs.iter().map(|c| c.server_info().server_name).collect::<Vec<_>>().join(",");
     if subs.is_empty() {
         format!("publishers on {}", names(pubs))
     } else {
@@ -1048,7 +1103,11 @@ fn js_row_shell(spec: &JsSpec) -> ThroughputRow {
         ),
         storage: Some(spec.storage.clone()),
         replicas: Some(spec.replicas),
-        publish: if spec.sync { "sync, one ack at a time".into() } else { format!("async acks, window {ACK_WINDOW} per publisher") },
+        publish: if spec.sync {
+            "sync, one ack at a time".into()
+        } else {
+            format!("async acks, window {ACK_WINDOW} per publisher")
+        },
         publishers: spec.publishers,
         subscribers: 0,
         payload_bytes: spec.payload_bytes,
@@ -1098,7 +1157,13 @@ async fn js_row(urls: &[String], tag: &str, index: usize, spec: &JsSpec, plan: &
 
 /// Publishers, warm-up, the measured phase. Returns the warm-up messages
 /// that landed in the stream.
-async fn js_publish_phase(urls: &[String], base: &str, spec: &JsSpec, plan: &Plan, row: &mut ThroughputRow) -> anyhow::Result<u64> {
+async fn js_publish_phase(
+    urls: &[String],
+    base: &str,
+    spec: &JsSpec,
+    plan: &Plan,
+    row: &mut ThroughputRow,
+) -> anyhow::Result<u64> {
     use async_nats::jetstream;
     let mut clients = Vec::new();
     for k in 0..spec.publishers as usize {
@@ -1136,7 +1201,8 @@ async fn js_publish_phase(urls: &[String], base: &str, spec: &JsSpec, plan: &Pla
     let deadline = t0 + Duration::from_secs_f64(plan.row_time_cap_s);
     let mut tasks = Vec::new();
     for (k, js) in contexts.into_iter().enumerate() {
-        let share = spec.messages / spec.publishers as u64 + u64::from((k as u64) < spec.messages % spec.publishers as u64);
+        let share =
+            spec.messages / spec.publishers as u64 + u64::from((k as u64) < spec.messages % spec.publishers as u64);
         let subject = subject.clone();
         let body = payload(spec.payload_bytes, k as u32, 0);
         let sync = spec.sync;
@@ -1247,7 +1313,11 @@ async fn ping_row(urls: &[String], tag: &str, plan: &Plan) -> anyhow::Result<Del
     sub_client.flush().await?;
     let pub_client = connect(&urls[0], "study-ping-pub", 1024).await?;
     warm_up(std::slice::from_ref(&pub_client), std::slice::from_mut(&mut sub), &subject).await?;
-    let landed = format!("publisher on {}, subscriber on {}", pub_client.server_info().server_name, sub_client.server_info().server_name);
+    let landed = format!(
+        "publisher on {}, subscriber on {}",
+        pub_client.server_info().server_name,
+        sub_client.server_info().server_name
+    );
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Instant)>();
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -1306,7 +1376,10 @@ async fn ping_row(urls: &[String], tag: &str, plan: &Plan) -> anyhow::Result<Del
     row.payload_bytes = plan.ping_payload_bytes;
     row.count = sent_n;
     row.seconds = secs;
-    row.note = format!("{landed}; sequential: next publish after this one arrived{}", if lost > 0 { format!("; {lost} not seen within 2 s") } else { String::new() });
+    row.note = format!(
+        "{landed}; sequential: next publish after this one arrived{}",
+        if lost > 0 { format!("; {lost} not seen within 2 s") } else { String::new() }
+    );
     Ok(row)
 }
 
@@ -1327,7 +1400,8 @@ async fn flood_row(urls: &[String], tag: &str, spec: &FloodSpec, plan: &Plan) ->
     let deadline = t0 + Duration::from_secs_f64(plan.row_time_cap_s);
     let mut tasks = Vec::new();
     for (k, p) in pubs.iter().cloned().enumerate() {
-        let share = spec.messages / spec.publishers as u64 + u64::from((k as u64) < spec.messages % spec.publishers as u64);
+        let share =
+            spec.messages / spec.publishers as u64 + u64::from((k as u64) < spec.messages % spec.publishers as u64);
         let subject = subject.clone();
         let size = spec.payload_bytes;
         tasks.push(tokio::spawn(async move {

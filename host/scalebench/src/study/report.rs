@@ -45,10 +45,19 @@ fn ran(r: &ThroughputRow) -> bool {
 }
 
 fn core(res: &StudyResult, pubs: u32, subs: u32, size: usize) -> Option<&ThroughputRow> {
-    res.throughput.iter().find(|r| r.kind == "core" && r.publishers == pubs && r.subscribers == subs && r.payload_bytes == size && ran(r))
+    res.throughput.iter().find(|r| {
+        r.kind == "core" && r.publishers == pubs && r.subscribers == subs && r.payload_bytes == size && ran(r)
+    })
 }
 
-fn js<'a>(res: &'a StudyResult, storage: &str, replicas: u32, pubs: u32, size: usize, sync: bool) -> Option<&'a ThroughputRow> {
+fn js<'a>(
+    res: &'a StudyResult,
+    storage: &str,
+    replicas: u32,
+    pubs: u32,
+    size: usize,
+    sync: bool,
+) -> Option<&'a ThroughputRow> {
     res.throughput.iter().find(|r| {
         r.kind == "jetstream"
             && r.storage.as_deref() == Some(storage)
@@ -70,8 +79,10 @@ fn h(id: &str, statement: &str, verdict: &str, evidence: String) -> Hypothesis {
 
 pub const H1: &str = "Core vs JetStream: fire-and-forget core NATS publishes at least 10x as many messages/s as JetStream file storage with replicas=3 and acks (1 publisher, 128 B, async window), because a durable publish waits for a majority of replicas.";
 pub const H2: &str = "JetStream parallelism: going from 1 to 4 publishers raises JetStream acked writes/s, but sub-linearly (more than 1.05x, less than 4x): the replicated log, not the publishers, is the limit.";
-pub const H3: &str = "Storage: memory storage acks more writes/s than file storage at the same replicas and publisher count.";
-pub const H4: &str = "Replication: replicas=1 acks more writes/s than replicas=3 at the same storage and publisher count.";
+pub const H3: &str =
+    "Storage: memory storage acks more writes/s than file storage at the same replicas and publisher count.";
+pub const H4: &str =
+    "Replication: replicas=1 acks more writes/s than replicas=3 at the same storage and publisher count.";
 pub const H5: &str = "Burst delay: flood delay (publish a burst, then drain) is far above ping delay (p50 at least 10x), because it is queueing time that grows with the backlog, not the network path.";
 
 /// H1–H5 checked against the rows.
@@ -100,7 +111,12 @@ pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
         (c, _) => {
             let mut ev = "no JetStream file r=3 row ran (replicas=3 needs 3 nodes)".to_string();
             if let (Some(c), Some(j1)) = (c, js(res, "file", 1, 1, 128, false)) {
-                let _ = write!(ev, "; for reference, against file r=1 ({}): {:.1}x", j1.name, c.pub_msgs_per_s / j1.pub_msgs_per_s);
+                let _ = write!(
+                    ev,
+                    "; for reference, against file r=1 ({}): {:.1}x",
+                    j1.name,
+                    c.pub_msgs_per_s / j1.pub_msgs_per_s
+                );
             }
             h("H1", H1, NOT_TESTED, ev)
         }
@@ -142,26 +158,28 @@ pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
     });
 
     // H3 and H4: pairwise comparisons.
-    let compare = |id: &str, statement: &str, pairs: Vec<(Option<&ThroughputRow>, Option<&ThroughputRow>)>, missing: &str| {
-        let pairs: Vec<(&ThroughputRow, &ThroughputRow)> = pairs.into_iter().filter_map(|(a, b)| Some((a?, b?))).collect();
-        if pairs.is_empty() {
-            return h(id, statement, NOT_TESTED, missing.into());
-        }
-        let mut ev = Vec::new();
-        let mut all = true;
-        for (better, worse) in &pairs {
-            let ratio = better.pub_msgs_per_s / worse.pub_msgs_per_s;
-            all &= ratio > 1.0;
-            ev.push(format!(
-                "{} {} vs {} {} ({ratio:.2}x)",
-                better.name,
-                thousands(better.pub_msgs_per_s),
-                worse.name,
-                thousands(worse.pub_msgs_per_s)
-            ));
-        }
-        h(id, statement, if all { SUPPORTED } else { NOT_SUPPORTED }, format!("acked writes/s: {}", ev.join("; ")))
-    };
+    let compare =
+        |id: &str, statement: &str, pairs: Vec<(Option<&ThroughputRow>, Option<&ThroughputRow>)>, missing: &str| {
+            let pairs: Vec<(&ThroughputRow, &ThroughputRow)> =
+                pairs.into_iter().filter_map(|(a, b)| Some((a?, b?))).collect();
+            if pairs.is_empty() {
+                return h(id, statement, NOT_TESTED, missing.into());
+            }
+            let mut ev = Vec::new();
+            let mut all = true;
+            for (better, worse) in &pairs {
+                let ratio = better.pub_msgs_per_s / worse.pub_msgs_per_s;
+                all &= ratio > 1.0;
+                ev.push(format!(
+                    "{} {} vs {} {} ({ratio:.2}x)",
+                    better.name,
+                    thousands(better.pub_msgs_per_s),
+                    worse.name,
+                    thousands(worse.pub_msgs_per_s)
+                ));
+            }
+            h(id, statement, if all { SUPPORTED } else { NOT_SUPPORTED }, format!("acked writes/s: {}", ev.join("; ")))
+        };
     out.push(compare(
         "H3",
         H3,
@@ -199,7 +217,14 @@ pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
                 "H5",
                 H5,
                 if ratio >= 10.0 { SUPPORTED } else { NOT_SUPPORTED },
-                format!("{} p50 {} vs {} p50 {} = {ratio:.0}x (floods: {})", f.name, ms(f.p50_ms), p.name, ms(p.p50_ms), all.join(", ")),
+                format!(
+                    "{} p50 {} vs {} p50 {} = {ratio:.0}x (floods: {})",
+                    f.name,
+                    ms(f.p50_ms),
+                    p.name,
+                    ms(p.p50_ms),
+                    all.join(", ")
+                ),
             )
         }
         _ => h("H5", H5, NOT_TESTED, "the ping or flood row did not produce delays".into()),
@@ -232,14 +257,19 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             value_label: "messages per second".into(),
             categories: core_rows.iter().map(|r| r.name.clone()).collect(),
             series: vec![
-                Series { name: "published msgs/s (unique)".into(), values: core_rows.iter().map(|r| val(r, r.pub_msgs_per_s)).collect() },
+                Series {
+                    name: "published msgs/s (unique)".into(),
+                    values: core_rows.iter().map(|r| val(r, r.pub_msgs_per_s)).collect(),
+                },
                 Series {
                     name: "delivered msgs/s (fan-out: x subscribers)".into(),
                     values: core_rows.iter().map(|r| val(r, r.sub_msgs_per_s.unwrap_or(0.0))).collect(),
                 },
             ],
             log_scale: false,
-            note: "Deliveries count every subscriber's copy (fan-out); do not compare them with JetStream unique writes.".into(),
+            note:
+                "Deliveries count every subscriber's copy (fan-out); do not compare them with JetStream unique writes."
+                    .into(),
             markers: None,
         },
     )?;
@@ -250,7 +280,10 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             subtitle: stand.clone(),
             value_label: "acked writes per second".into(),
             categories: js_rows.iter().map(|r| r.name.clone()).collect(),
-            series: vec![Series { name: "acked unique writes/s".into(), values: js_rows.iter().map(|r| val(r, r.pub_msgs_per_s)).collect() }],
+            series: vec![Series {
+                name: "acked unique writes/s".into(),
+                values: js_rows.iter().map(|r| val(r, r.pub_msgs_per_s)).collect(),
+            }],
             log_scale: false,
             note: "Each message counted once, when its ack arrived. 'not run': skipped (see report.md).".into(),
             markers: None,
@@ -267,11 +300,17 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             series: vec![
                 Series {
                     name: "core: sent/s, fire-and-forget".into(),
-                    values: both.iter().map(|r| if r.kind == "core" { val(r, r.pub_msgs_per_s) } else { None }).collect(),
+                    values: both
+                        .iter()
+                        .map(|r| if r.kind == "core" { val(r, r.pub_msgs_per_s) } else { None })
+                        .collect(),
                 },
                 Series {
                     name: "JetStream: acked unique writes/s".into(),
-                    values: both.iter().map(|r| if r.kind == "jetstream" { val(r, r.pub_msgs_per_s) } else { None }).collect(),
+                    values: both
+                        .iter()
+                        .map(|r| if r.kind == "jetstream" { val(r, r.pub_msgs_per_s) } else { None })
+                        .collect(),
                 },
             ],
             log_scale: true,
@@ -281,8 +320,13 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
     )?;
     let delays: Vec<&DelayRow> = res.delay.iter().filter(|d| d.error.is_none() && d.received > 0).collect();
     type Pick = fn(&DelayRow) -> f64;
-    let pct: [(&str, Pick); 5] =
-        [("min", |d| d.min_ms), ("p50", |d| d.p50_ms), ("p90", |d| d.p90_ms), ("p99", |d| d.p99_ms), ("max", |d| d.max_ms)];
+    let pct: [(&str, Pick); 5] = [
+        ("min", |d| d.min_ms),
+        ("p50", |d| d.p50_ms),
+        ("p90", |d| d.p90_ms),
+        ("p99", |d| d.p99_ms),
+        ("max", |d| d.max_ms),
+    ];
     put(
         "delay-log.svg",
         BarChart {
@@ -292,7 +336,10 @@ pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFi
             categories: pct.iter().map(|(n, _)| n.to_string()).collect(),
             series: delays
                 .iter()
-                .map(|d| Series { name: format!("{} ({})", d.name, d.kind), values: pct.iter().map(|(_, f)| Some(f(d))).collect() })
+                .map(|d| Series {
+                    name: format!("{} ({})", d.name, d.kind),
+                    values: pct.iter().map(|(_, f)| Some(f(d))).collect(),
+                })
                 .collect(),
             log_scale: true,
             note: "Ping: one message in flight. Flood: burst, then drain (queueing time, not a round trip).".into(),
@@ -352,13 +399,25 @@ pub fn markdown(res: &StudyResult) -> String {
          (after the NATS messaging study this project started from). {stand}. Data: [study.json](study.json).\n"
     );
     if res.ended_because != "completed" {
-        let _ = writeln!(m, "> **This run did not complete: {}.** The rows below are what was measured before it stopped.\n", res.ended_because);
+        let _ = writeln!(
+            m,
+            "> **This run did not complete: {}.** The rows below are what was measured before it stopped.\n",
+            res.ended_because
+        );
     }
 
     // 1. Executive summary
     let _ = writeln!(m, "## 1. Executive summary\n");
     let _ = writeln!(m, "| Item | This run |\n|---|---|");
-    let _ = writeln!(m, "| Machine | {} ({}), {} CPU(s) `{}`, {} RAM |", hw.hostname, hw.cpu_model, hw.nproc, hw.cpu_affinity, gib(hw.ram_bytes));
+    let _ = writeln!(
+        m,
+        "| Machine | {} ({}), {} CPU(s) `{}`, {} RAM |",
+        hw.hostname,
+        hw.cpu_model,
+        hw.nproc,
+        hw.cpu_affinity,
+        gib(hw.ram_bytes)
+    );
     let _ = writeln!(
         m,
         "| Brokers | {} |",
@@ -379,7 +438,11 @@ pub fn markdown(res: &StudyResult) -> String {
     }
     match js_r3_1 {
         Some(j) => {
-            let _ = writeln!(m, "| JetStream file r=3, 1p, 128 B, async | {} acked writes/s |", thousands(j.pub_msgs_per_s));
+            let _ = writeln!(
+                m,
+                "| JetStream file r=3, 1p, 128 B, async | {} acked writes/s |",
+                thousands(j.pub_msgs_per_s)
+            );
         }
         None => {
             let _ = writeln!(m, "| JetStream file r=3 | not run (replicas=3 needs 3 nodes) |");
@@ -416,13 +479,22 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(m, "## 2. Where it ran\n");
     let _ = writeln!(m, "Every process of this study ran on **{}**; all traffic stayed on 127.0.0.1.\n", hw.hostname);
     let _ = writeln!(m, "```");
-    let _ = writeln!(m, "scalebench study nats  (one process: tokio, 2 workers; every publisher/subscriber its own connection)");
+    let _ = writeln!(
+        m,
+        "scalebench study nats  (one process: tokio, 2 workers; every publisher/subscriber its own connection)"
+    );
     let _ = writeln!(m, "   |  NATS client protocol, 127.0.0.1 only");
     let _ = writeln!(m, "   v");
     let nodes: Vec<String> = res
         .servers
         .iter()
-        .map(|s| format!("{} {}", if s.server_name.is_empty() { "?" } else { &s.server_name }, s.url.trim_start_matches("nats://")))
+        .map(|s| {
+            format!(
+                "{} {}",
+                if s.server_name.is_empty() { "?" } else { &s.server_name },
+                s.url.trim_start_matches("nats://")
+            )
+        })
         .collect();
     let _ = writeln!(m, "{}", nodes.join("  ==routes==  "));
     if let Some(d) = &res.target.store_dir {
@@ -434,11 +506,19 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(m, "| RAM | {} |", gib(hw.ram_bytes));
     let _ = writeln!(m, "| Kernel | {} |", hw.kernel);
     let _ = writeln!(m, "| Disk free (results dir) | {} |", gib(hw.disk_free_bytes));
-    let _ = writeln!(m, "| Load avg before / after | {:.2} / {:.2} (1 min) |", res.host_before.load_1m, res.host_after.load_1m);
+    let _ = writeln!(
+        m,
+        "| Load avg before / after | {:.2} / {:.2} (1 min) |",
+        res.host_before.load_1m, res.host_after.load_1m
+    );
     let versions: Vec<String> = res.servers.iter().map(|s| format!("{} {}", s.server_name, s.version)).collect();
     let _ = writeln!(m, "| Servers | {} |", versions.join(", "));
     let _ = writeln!(m, "| Client URLs | {} |", res.target.client_urls.join(", "));
-    let _ = writeln!(m, "| Monitoring | {} |", if res.target.monitor_urls.is_empty() { "none given".into() } else { res.target.monitor_urls.join(", ") });
+    let _ = writeln!(
+        m,
+        "| Monitoring | {} |",
+        if res.target.monitor_urls.is_empty() { "none given".into() } else { res.target.monitor_urls.join(", ") }
+    );
     let _ = writeln!(
         m,
         "| scalebench | {} {} |",
@@ -486,7 +566,15 @@ pub fn markdown(res: &StudyResult) -> String {
         let _ = writeln!(m, "Server processes over the measured part (from /proc):\n");
         let _ = writeln!(m, "| Node | pid | CPU seconds | avg CPU % | RSS after |\n|---|---:|---:|---:|---:|");
         for p in &res.server_processes {
-            let _ = writeln!(m, "| {} | {} | {:.1} | {:.0} | {:.1} MiB |", p.node, p.pid, p.cpu_seconds, p.cpu_percent, p.rss_bytes_after as f64 / 1048576.0);
+            let _ = writeln!(
+                m,
+                "| {} | {} | {:.1} | {:.0} | {:.1} MiB |",
+                p.node,
+                p.pid,
+                p.cpu_seconds,
+                p.cpu_percent,
+                p.rss_bytes_after as f64 / 1048576.0
+            );
         }
         let _ = writeln!(m);
     }
@@ -568,7 +656,16 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(m, "| Run | Kind | Count | Received | Pubs | Size | min | avg | p50 | p90 | p99 | max | Note |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for d in &res.delay {
         if let Some(e) = &d.error {
-            let _ = writeln!(m, "| {} | {} | {} | — | {} | {} B | | | | | | | error: {} |", d.name, d.kind, d.count, d.publishers, d.payload_bytes, e.replace('|', "/"));
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | — | {} | {} B | | | | | | | error: {} |",
+                d.name,
+                d.kind,
+                d.count,
+                d.publishers,
+                d.payload_bytes,
+                e.replace('|', "/")
+            );
             continue;
         }
         let _ = writeln!(
@@ -606,15 +703,26 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(m, "### 4.2 Hypotheses (stated before the run) and verdicts\n");
     let _ = writeln!(m, "| | Hypothesis | Verdict | Evidence |\n|---|---|---|---|");
     for hy in &res.hypotheses {
-        let _ = writeln!(m, "| {} | {} | {} | {} |", hy.id, hy.statement, verdict_mark(&hy.verdict), hy.evidence.replace('|', "/"));
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} |",
+            hy.id,
+            hy.statement,
+            verdict_mark(&hy.verdict),
+            hy.evidence.replace('|', "/")
+        );
     }
     let _ = writeln!(m);
     let _ = writeln!(m, "### 4.3 Independent variables\n");
     let _ = writeln!(m, "| Factor | Levels |\n|---|---|");
     let _ = writeln!(m, "| Transport | core NATS pub/sub; JetStream publish with acks |");
     let _ = writeln!(m, "| Storage / replicas | file r=3, file r=1, memory r=1, memory r=3 |");
-    let _ = writeln!(m, "| Ack mode | async (window {} per publisher); sync (one ack at a time) |", res.plan.ack_window);
-    let _ = writeln!(m, "| Publishers | 1, 4, 8 |\n| Subscribers | 0 (JetStream publish-only), 1, 4, 8 |\n| Payload | 128 B, 1 KiB |");
+    let _ =
+        writeln!(m, "| Ack mode | async (window {} per publisher); sync (one ack at a time) |", res.plan.ack_window);
+    let _ = writeln!(
+        m,
+        "| Publishers | 1, 4, 8 |\n| Subscribers | 0 (JetStream publish-only), 1, 4, 8 |\n| Payload | 128 B, 1 KiB |"
+    );
     let counts: Vec<String> = res
         .plan
         .core
@@ -631,20 +739,27 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(m, "### 4.4 Dependent variables\n");
     let _ = writeln!(m, "| Metric | Instrument | Unit |\n|---|---|---|");
     let _ = writeln!(m, "| Publish rate | core: messages handed to the client, up to the flush (PING/PONG) that proves the server read them; JetStream: acks received; / time to the last flush or ack | msgs/s, MiB/s (2^20 B) |");
-    let _ = writeln!(m, "| Delivery rate | deliveries across all subscribers / time to the last delivery | msgs/s (fan-out counted) |");
+    let _ = writeln!(
+        m,
+        "| Delivery rate | deliveries across all subscribers / time to the last delivery | msgs/s (fan-out counted) |"
+    );
     let _ = writeln!(m, "| Aggregate | (published + deliveries) / the longer time | msgs/s (fan-out counted; never beside JetStream writes) |");
     let _ = writeln!(m, "| Publisher spread | each publisher's own rate | msgs/s (not delay) |");
     let _ = writeln!(m, "| Stored | stream message count after the row, warm-up excluded | messages |");
     let _ = writeln!(m, "| Delay | publish call → delivery, one monotonic clock in one process, HDR histogram (3 digits) | ms: min, avg, p50, p90, p99, max |");
     let _ = writeln!(m, "| Host load | /proc/loadavg before and after | load average |");
-    let _ = writeln!(m, "| Broker counters | /varz of each node before and after | connections, in/out msgs, cpu, mem |\n");
+    let _ =
+        writeln!(m, "| Broker counters | /varz of each node before and after | connections, in/out msgs, cpu, mem |\n");
     let _ = writeln!(m, "### 4.5 Controls and procedure\n");
     let _ = writeln!(m, "1. Snapshot host load and every node's /varz; identify each server (INFO: name, version).");
     let _ = writeln!(m, "2. Core ladder: for each row, subscribers connect and subscribe, publishers connect; a warm-up proves every subscriber hears every publisher; then the clock starts. Publisher k uses node k mod n, subscriber k node k+1 mod n.");
     let _ = writeln!(m, "3. JetStream ladder: per row a throwaway stream (`SCALEBENCH_STUDY_*`, subjects `bench.js.*`) with the row's storage and replicas; one acked warm-up publish per publisher; the measured publishes; the stream's count; the stream is deleted.");
     let _ = writeln!(m, "4. Ping: publisher on the first node, subscriber on the last (one route hop in a cluster); next publish after the previous one arrived.");
     let _ = writeln!(m, "5. Flood: publishers send the burst while the subscriber holds off; then it drains.");
-    let _ = writeln!(m, "6. Snapshot /varz and host load again; stop the local nodes; write study.json, the charts and this report.\n");
+    let _ = writeln!(
+        m,
+        "6. Snapshot /varz and host load again; stop the local nodes; write study.json, the charts and this report.\n"
+    );
     let _ = writeln!(m, "Every row is bounded: at most {:.0} s of publishing, and a subscriber that hears nothing for {:.0} s after the publishers finished is done. Only throwaway subjects (`bench.*`) and streams (`SCALEBENCH_STUDY_*`) are used.\n", res.plan.row_time_cap_s, res.plan.idle_timeout_s);
 
     let _ = writeln!(m, "### 4.6 Threats to validity\n");
@@ -731,7 +846,10 @@ pub fn threats(res: &StudyResult) -> Vec<(String, String)> {
             "Seconds of traffic per row: start-up effects weigh more, no compaction, no page-cache pressure. Use the full study for numbers to quote.".into(),
         ));
     } else {
-        t.push(("Short runs".into(), "Seconds to a minute of traffic per row: no multi-hour soak, compaction or page-cache eviction.".into()));
+        t.push((
+            "Short runs".into(),
+            "Seconds to a minute of traffic per row: no multi-hour soak, compaction or page-cache eviction.".into(),
+        ));
     }
     t.push(("No TLS, no auth".into(), "Production auth and TLS cost CPU: do not read these as post-TLS rates.".into()));
     t.push((
@@ -744,14 +862,21 @@ pub fn threats(res: &StudyResult) -> Vec<(String, String)> {
     ));
     t.push((
         "One client library".into(),
-        format!("{}; numbers differ from the nats CLI's bench (different batching, and it reports rate spread, not delay).", res.client_library),
+        format!(
+            "{}; numbers differ from the nats CLI's bench (different batching, and it reports rate spread, not delay).",
+            res.client_library
+        ),
     ));
     // What the data shows.
     let capped: Vec<&str> = res.throughput.iter().filter(|r| r.capped).map(|r| r.name.as_str()).collect();
     if !capped.is_empty() {
-        t.push(("Rows cut by the time cap".into(), format!("{}: they published less than planned; their rates cover what was sent.", capped.join(", "))));
+        t.push((
+            "Rows cut by the time cap".into(),
+            format!("{}: they published less than planned; their rates cover what was sent.", capped.join(", ")),
+        ));
     }
-    let errs: Vec<String> = res.throughput.iter().filter(|r| r.errors > 0).map(|r| format!("{} ({} errors)", r.name, r.errors)).collect();
+    let errs: Vec<String> =
+        res.throughput.iter().filter(|r| r.errors > 0).map(|r| format!("{} ({} errors)", r.name, r.errors)).collect();
     if !errs.is_empty() {
         t.push(("Errors".into(), format!("{}: see the rows' notes.", errs.join(", "))));
     }
@@ -762,7 +887,10 @@ pub fn threats(res: &StudyResult) -> Vec<(String, String)> {
         .map(|r| format!("{} ({} of {})", r.name, r.delivered, r.expected_deliveries))
         .collect();
     if !short.is_empty() {
-        t.push(("Missing deliveries".into(), format!("{}: core NATS drops for slow consumers; the delivery rate covers what arrived.", short.join(", "))));
+        t.push((
+            "Missing deliveries".into(),
+            format!("{}: core NATS drops for slow consumers; the delivery rate covers what arrived.", short.join(", ")),
+        ));
     }
     let unstored: Vec<String> = res
         .throughput
@@ -771,15 +899,32 @@ pub fn threats(res: &StudyResult) -> Vec<(String, String)> {
         .map(|r| format!("{} ({} stored of {} acked)", r.name, r.stored.unwrap_or(0), r.published))
         .collect();
     if !unstored.is_empty() {
-        t.push(("Acked but not stored".into(), format!("{}: acked writes missing from the stream.", unstored.join(", "))));
+        t.push((
+            "Acked but not stored".into(),
+            format!("{}: acked writes missing from the stream.", unstored.join(", ")),
+        ));
     }
-    let slow: u64 = res.varz_after.iter().map(|v| v.slow_consumers).sum::<u64>().saturating_sub(res.varz_before.iter().map(|v| v.slow_consumers).sum());
+    let slow: u64 = res
+        .varz_after
+        .iter()
+        .map(|v| v.slow_consumers)
+        .sum::<u64>()
+        .saturating_sub(res.varz_before.iter().map(|v| v.slow_consumers).sum());
     if slow > 0 {
-        t.push(("Slow consumers".into(), format!("The servers counted {slow} new slow-consumer event(s) during the run.")));
+        t.push((
+            "Slow consumers".into(),
+            format!("The servers counted {slow} new slow-consumer event(s) during the run."),
+        ));
     }
     let skipped: Vec<&str> = res.throughput.iter().filter(|r| r.skipped.is_some()).map(|r| r.name.as_str()).collect();
     if !skipped.is_empty() {
-        t.push(("Rows not run".into(), format!("{}: see the JetStream table for why; hypotheses that need them are 'not tested'.", skipped.join(", "))));
+        t.push((
+            "Rows not run".into(),
+            format!(
+                "{}: see the JetStream table for why; hypotheses that need them are 'not tested'.",
+                skipped.join(", ")
+            ),
+        ));
     }
     t.into_iter().map(|(a, b)| (a.replace('|', "/"), b.replace('|', "/"))).collect()
 }
@@ -908,7 +1053,10 @@ mod tests {
             ],
             vec![delay_row("ping", 0.2), delay_row("flood", 1.0)],
         );
-        assert_eq!(verdicts(&s), ["H1 not tested", "H2 not supported", "H3 supported", "H4 not tested", "H5 not supported"]);
+        assert_eq!(
+            verdicts(&s),
+            ["H1 not tested", "H2 not supported", "H3 supported", "H4 not tested", "H5 not supported"]
+        );
         let h = evaluate_hypotheses(&s);
         assert!(h[0].evidence.contains("against file r=1") && h[0].evidence.contains("25.0x"), "{}", h[0].evidence);
         assert!(h[1].evidence.contains("file r=1") && h[1].evidence.contains("did not raise"), "{}", h[1].evidence);

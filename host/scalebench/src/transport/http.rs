@@ -95,11 +95,13 @@ pub struct HttpConfig {
 
 /// Where a message goes: `"<service> <path>"` → URL, or why not.
 pub fn url_for(bases: &BTreeMap<String, String>, address: &str) -> Result<String, String> {
-    let (service, path) = address
-        .split_once(' ')
-        .ok_or_else(|| format!("address {address:?} is not \"<service> <path>\""))?;
+    let (service, path) =
+        address.split_once(' ').ok_or_else(|| format!("address {address:?} is not \"<service> <path>\""))?;
     let base = bases.get(service).ok_or_else(|| {
-        format!("address {address:?} names service `{service}`, which this stack does not have (it has {})", bases.keys().cloned().collect::<Vec<_>>().join(", "))
+        format!(
+            "address {address:?} names service `{service}`, which this stack does not have (it has {})",
+            bases.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
     })?;
     if !path.starts_with('/') || path.starts_with("//") {
         return Err(format!("address {address:?}: the path must start with a single /"));
@@ -186,7 +188,12 @@ impl HttpTransport {
 /// The outcome of one request: status, headers and body, or why none came.
 type Answer = Result<(u16, Vec<(String, String)>, Vec<u8>), String>;
 
-async fn run_connection(shared: Arc<Shared>, mut rx: mpsc::Receiver<Batch>, counts: Arc<Mutex<AckCounts>>, in_flight: Arc<AtomicU64>) {
+async fn run_connection(
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<Batch>,
+    counts: Arc<Mutex<AckCounts>>,
+    in_flight: Arc<AtomicU64>,
+) {
     let window = shared.cfg.window.max(1);
     let mut outstanding = FuturesUnordered::new();
     loop {
@@ -269,7 +276,11 @@ async fn post_once(shared: &Arc<Shared>, m: &Message) -> Answer {
     let exchange = async {
         let resp = shared.client.request(req).await.map_err(|e| describe_error(&url, &e))?;
         let status = resp.status().as_u16();
-        let hs = resp.headers().iter().map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
+        let hs = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
         let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
@@ -332,7 +343,12 @@ pub struct HttpCarrier {
 impl super::Carrier for HttpCarrier {
     fn describe(&self) -> String {
         let services: Vec<String> = self.cfg.bases.iter().map(|(k, v)| format!("{k} at {v}")).collect();
-        format!("HTTP {} ({} connections × {} requests in flight)", services.join(", "), self.cfg.connections, self.cfg.window)
+        format!(
+            "HTTP {} ({} connections × {} requests in flight)",
+            services.join(", "),
+            self.cfg.connections,
+            self.cfg.window
+        )
     }
     fn open(&self) -> super::BoxFuture<'_, anyhow::Result<Box<dyn super::Transport>>> {
         Box::pin(async move { Ok(Box::new(HttpTransport::start(&self.cfg)) as Box<dyn super::Transport>) })

@@ -234,12 +234,24 @@ pub async fn carrier_for(
             Box::new(nats::JetStreamCarrier::start(&ep.address, jp, opts.connections).await?)
         }
         TransportPlan::NatsCore => {
-            return Err(crate::error::Error::UnsupportedPlan { target: target.into(), what: "core NATS publishing (plan `nats-core`)".into() }.into())
+            return Err(crate::error::Error::UnsupportedPlan {
+                target: target.into(),
+                what: "core NATS publishing (plan `nats-core`)".into(),
+            }
+            .into())
         }
         TransportPlan::Http => {
             need(ServiceKind::Http)?;
-            let bases = stack.services().into_iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name, e.address)).collect();
-            let rules = opts.http_rules.clone().unwrap_or_else(|| Arc::new(http::PlainRules { content_type: "application/octet-stream".into() }));
+            let bases = stack
+                .services()
+                .into_iter()
+                .filter(|e| e.kind == ServiceKind::Http)
+                .map(|e| (e.name, e.address))
+                .collect();
+            let rules = opts
+                .http_rules
+                .clone()
+                .unwrap_or_else(|| Arc::new(http::PlainRules { content_type: "application/octet-stream".into() }));
             let cfg = http::HttpConfig {
                 bases,
                 connections: opts.connections.max(1),

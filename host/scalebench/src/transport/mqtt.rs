@@ -72,7 +72,8 @@ impl MqttConfig {
     /// bookkeeping (the message record and its in-flight entry).
     pub fn queue_bound_bytes(&self, batch_msgs: u64, msg_bytes: u64) -> u64 {
         let per_msg = msg_bytes + 96;
-        let per_conn = (self.channel_batches as u64 * batch_msgs + self.inflight as u64) * per_msg + WRITE_BUFFER as u64;
+        let per_conn =
+            (self.channel_batches as u64 * batch_msgs + self.inflight as u64) * per_msg + WRITE_BUFFER as u64;
         self.connections.max(1) as u64 * per_conn
     }
 }
@@ -84,7 +85,11 @@ pub enum MqttError {
 }
 
 /// Open a connection and wait for CONNACK.
-async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(OwnedReadHalf, OwnedWriteHalf, Vec<u8>), MqttError> {
+async fn open(
+    cfg: &MqttConfig,
+    client_id: &str,
+    timeout: Duration,
+) -> Result<(OwnedReadHalf, OwnedWriteHalf, Vec<u8>), MqttError> {
     let addr = format!("{}:{}", cfg.host, cfg.port);
     let err = |detail: String| MqttError::Connect { addr: addr.clone(), detail };
     let fut = async {
@@ -92,7 +97,14 @@ async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(O
         let _ = stream.set_nodelay(true);
         let (mut rd, mut wr) = stream.into_split();
         let mut buf = Vec::new();
-        mqtt_wire::connect(&mut buf, client_id, cfg.keep_alive.as_secs() as u16, true, cfg.username.as_deref(), cfg.password.as_deref());
+        mqtt_wire::connect(
+            &mut buf,
+            client_id,
+            cfg.keep_alive.as_secs() as u16,
+            true,
+            cfg.username.as_deref(),
+            cfg.password.as_deref(),
+        );
         wr.write_all(&buf).await.map_err(|e| err(e.to_string()))?;
         let mut acc = Vec::with_capacity(64);
         let mut chunk = [0u8; 64];
@@ -335,7 +347,16 @@ async fn run_connection(
         let window = Arc::new(Semaphore::new(cfg.inflight.max(1) as usize));
         let reader_done = Arc::new(tokio::sync::Notify::new());
         let reader_dead = Arc::new(AtomicBool::new(false));
-        let reader = tokio::spawn(read_acks(rd, leftover, inflight.clone(), window.clone(), counts.clone(), live.clone(), reader_done.clone(), reader_dead.clone()));
+        let reader = tokio::spawn(read_acks(
+            rd,
+            leftover,
+            inflight.clone(),
+            window.clone(),
+            counts.clone(),
+            live.clone(),
+            reader_done.clone(),
+            reader_dead.clone(),
+        ));
 
         let mut buf: Vec<u8> = Vec::with_capacity(WRITE_BUFFER);
         let mut last_write = Instant::now();
@@ -453,7 +474,11 @@ async fn run_connection(
         match broken {
             None => break 'reconnect,
             Some(e) => {
-                note_error(&counts, &live, format!("connection {client_id}: {e}; {lost} publishes in flight were never acknowledged"));
+                note_error(
+                    &counts,
+                    &live,
+                    format!("connection {client_id}: {e}; {lost} publishes in flight were never acknowledged"),
+                );
                 tokio::time::sleep(backoff).await;
             }
         }

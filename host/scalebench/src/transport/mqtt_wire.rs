@@ -25,7 +25,14 @@ fn put_str(buf: &mut Vec<u8>, s: &[u8]) {
     buf.extend_from_slice(s);
 }
 
-pub fn connect(buf: &mut Vec<u8>, client_id: &str, keep_alive_s: u16, clean_session: bool, user: Option<&str>, password: Option<&str>) {
+pub fn connect(
+    buf: &mut Vec<u8>,
+    client_id: &str,
+    keep_alive_s: u16,
+    clean_session: bool,
+    user: Option<&str>,
+    password: Option<&str>,
+) {
     let mut body = Vec::with_capacity(64);
     put_str(&mut body, b"MQTT");
     body.push(4); // protocol level 3.1.1
@@ -74,8 +81,12 @@ pub const DISCONNECT: [u8; 2] = [0xE0, 0x00];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incoming {
-    ConnAck { return_code: u8 },
-    PubAck { pkid: u16 },
+    ConnAck {
+        return_code: u8,
+    },
+    PubAck {
+        pkid: u16,
+    },
     PingResp,
     /// Any other packet type (first byte).
     Other(u8),
@@ -125,7 +136,13 @@ mod tests {
 
     #[test]
     fn remaining_length_matches_the_spec_examples() {
-        for (n, want) in [(0usize, vec![0x00]), (127, vec![0x7F]), (128, vec![0x80, 0x01]), (16_383, vec![0xFF, 0x7F]), (16_384, vec![0x80, 0x80, 0x01])] {
+        for (n, want) in [
+            (0usize, vec![0x00]),
+            (127, vec![0x7F]),
+            (128, vec![0x80, 0x01]),
+            (16_383, vec![0xFF, 0x7F]),
+            (16_384, vec![0x80, 0x80, 0x01]),
+        ] {
             let mut b = Vec::new();
             put_remaining_length(&mut b, n);
             assert_eq!(b, want, "{n}");

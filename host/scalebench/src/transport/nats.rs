@@ -80,7 +80,11 @@ pub async fn ensure_stream(
     let cfg = jetstream::stream::Config {
         name: name.to_string(),
         subjects,
-        storage: if storage == "memory" { jetstream::stream::StorageType::Memory } else { jetstream::stream::StorageType::File },
+        storage: if storage == "memory" {
+            jetstream::stream::StorageType::Memory
+        } else {
+            jetstream::stream::StorageType::File
+        },
         num_replicas: replicas.max(1) as usize,
         max_messages: if max_msgs > 0 { max_msgs } else { -1 },
         ..Default::default()
@@ -104,9 +108,13 @@ pub async fn ensure_stream(
             }
             other => {
                 other.map_err(|e| NatsError::Stream {
-        stream: name.into(),
-        detail: e.to_string(),
-        hint: if replicas > 1 { "replicas > 1 needs a cluster of at least that many nodes (--nodes 3)".into() } else { "check the server has JetStream enabled".into() },
+                    stream: name.into(),
+                    detail: e.to_string(),
+                    hint: if replicas > 1 {
+                        "replicas > 1 needs a cluster of at least that many nodes (--nodes 3)".into()
+                    } else {
+                        "check the server has JetStream enabled".into()
+                    },
                 })?;
                 return Ok(());
             }
@@ -152,7 +160,14 @@ impl NatsTransport {
             let client = connect(&cfg.urls).await?;
             let (tx, rx) = mpsc::channel::<Batch>(cfg.channel_batches.max(1));
             let counts = Arc::new(Mutex::new(AckCounts::default()));
-            let task = tokio::spawn(run_connection(client, cfg.jetstream_window, rx, counts.clone(), live.clone(), canary_acks.clone()));
+            let task = tokio::spawn(run_connection(
+                client,
+                cfg.jetstream_window,
+                rx,
+                counts.clone(),
+                live.clone(),
+                canary_acks.clone(),
+            ));
             conns.push(Conn { tx, task, counts });
         }
         Ok(NatsTransport { conns, live, shutdown, canary_acks })
@@ -195,10 +210,19 @@ pub struct JetStreamCarrier {
 
 impl JetStreamCarrier {
     /// Connect and create the plan's stream (never one that exists already).
-    pub async fn start(urls: &str, jp: &plugin_runtime::adapter_types::JetstreamPlan, connections: u32) -> Result<JetStreamCarrier, NatsError> {
+    pub async fn start(
+        urls: &str,
+        jp: &plugin_runtime::adapter_types::JetstreamPlan,
+        connections: u32,
+    ) -> Result<JetStreamCarrier, NatsError> {
         let client = connect(urls).await?;
         ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, jp.replicas, jp.max_msgs).await?;
-        let cfg = NatsConfig { urls: urls.into(), connections: connections.max(1), jetstream_window: Some(256), channel_batches: 4 };
+        let cfg = NatsConfig {
+            urls: urls.into(),
+            connections: connections.max(1),
+            jetstream_window: Some(256),
+            channel_batches: 4,
+        };
         Ok(JetStreamCarrier { cfg, client, stream: jp.stream_name.clone(), max_msgs: jp.max_msgs })
     }
 }
@@ -288,7 +312,9 @@ async fn run_connection(
             let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
             match window {
                 None => {
-                    if let Err(e) = client.publish_with_headers(m.address.to_string(), headers(m.carries), m.payload).await {
+                    if let Err(e) =
+                        client.publish_with_headers(m.address.to_string(), headers(m.carries), m.payload).await
+                    {
                         note_error(&counts, &live, format!("publish: {e}"));
                         continue;
                     }
@@ -370,7 +396,8 @@ pub async fn stored_per_second(
             Ok(None) | Err(_) => break,
         };
         read += 1;
-        let header = |name: &str| msg.headers.as_ref().and_then(|h| h.get(name)).and_then(|v| v.as_str().parse::<i64>().ok());
+        let header =
+            |name: &str| msg.headers.as_ref().and_then(|h| h.get(name)).and_then(|v| v.as_str().parse::<i64>().ok());
         if let (Some(ts_s), Some(n)) = (header(H_TS_S), header(H_READINGS)) {
             if ts_s * 1000 >= window.0 && ts_s * 1000 < window.1 && n > 0 {
                 *per_second.entry(ts_s).or_default() += n as u64;

@@ -23,14 +23,17 @@ fn bin_dir() -> PathBuf {
         return d.into();
     }
     let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path().join("bin"))).filter(|p| p.join("initdb").is_file()).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path().join("bin"))).filter(|p| p.join("initdb").is_file()).collect()
+        })
         .unwrap_or_default();
     dirs.sort_by_key(|p| p.parent().and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok()).unwrap_or(0));
     dirs.pop().expect("PostgreSQL server binaries not found under /usr/lib/postgresql (set SCALEBENCH_PG_BIN)")
 }
 
 fn free_port(attempt: u32) -> u16 {
-    let seed = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos() ^ std::process::id() ^ (attempt * 7919);
+    let seed =
+        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos() ^ std::process::id() ^ (attempt * 7919);
     for i in 0..1000u32 {
         let port = 20000 + ((seed.wrapping_add(i * 37)) % 10000) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
@@ -72,7 +75,15 @@ impl TestPg {
                 pg.dir.path().display()
             );
             let log = pg.dir.path().join("postgres.log");
-            let st = pg.cmd("pg_ctl").arg("-D").arg(&data).arg("-l").arg(&log).args(["-w", "-t", "60", "-o", &opts, "start"]).output().expect("run pg_ctl");
+            let st = pg
+                .cmd("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .arg("-l")
+                .arg(&log)
+                .args(["-w", "-t", "60", "-o", &opts, "start"])
+                .output()
+                .expect("run pg_ctl");
             if st.status.success() {
                 return pg;
             }

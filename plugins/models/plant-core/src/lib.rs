@@ -16,8 +16,6 @@ pub mod layout;
 pub mod params;
 pub mod shape;
 
-
-
 pub use layout::{Kind, Layout, TagMeta};
 pub use params::Params;
 pub use shape::{Model, TagShape};

@@ -70,8 +70,7 @@ pub const SCHEMA: &str = r#"{
   }
 }"#;
 
-pub const DEFAULT_JSON: &str =
-    r#"{"mix":{"temperature":0.5,"flow":0.1,"pressure":0.1,"vibration":0.1,"counter":0.1,"state":0.1},"sample_period_ms":1000,"points_per_equip":10,"equips_per_site":100}"#;
+pub const DEFAULT_JSON: &str = r#"{"mix":{"temperature":0.5,"flow":0.1,"pressure":0.1,"vibration":0.1,"counter":0.1,"state":0.1},"sample_period_ms":1000,"points_per_equip":10,"equips_per_site":100}"#;
 
 impl Params {
     /// Parse and validate; the error names the field and what is allowed.

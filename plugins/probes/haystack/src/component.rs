@@ -43,7 +43,14 @@ fn last_hour(p: &Params, auth: &Option<String>) -> Option<String> {
     if let Some(a) = auth {
         headers.push(("Authorization".into(), a.clone()));
     }
-    let r = http_client::send(&HttpRequest { method: "GET".into(), service: p.service.clone(), path: format!("{}/about", p.api_path), headers, body: Vec::new() }).ok()?;
+    let r = http_client::send(&HttpRequest {
+        method: "GET".into(),
+        service: p.service.clone(),
+        path: format!("{}/about", p.api_path),
+        headers,
+        body: Vec::new(),
+    })
+    .ok()?;
     let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
     let t = v["rows"][0]["serverTime"]["val"].as_str()?;
     let now = zinc::parse_datetime(t)?;
@@ -73,7 +80,10 @@ impl Guest for Haystack {
     fn setup(params_json: String, points: Vec<TagInfo>) -> Result<Vec<Probe>, String> {
         let p = Params::from_json(&params_json)?;
         let auth = login(&p)?;
-        let points: Vec<Point> = points.into_iter().map(|t| Point { index: t.index, site: t.site, equip: t.equip, label: t.label }).collect();
+        let points: Vec<Point> = points
+            .into_iter()
+            .map(|t| Point { index: t.index, site: t.site, equip: t.equip, label: t.label })
+            .collect();
         let (list, notes) = probes::setup(&p, &points, last_hour(&p, &auth));
         for n in notes {
             logging::log(LogLevel::Warn, &n);
@@ -91,7 +101,13 @@ impl Guest for Haystack {
                 Probe {
                     name: x.name,
                     description: x.description,
-                    request: ProbeRequest::Http(HttpRequest { method: x.method, service: p.service.clone(), path: x.path, headers, body: x.body.into_bytes() }),
+                    request: ProbeRequest::Http(HttpRequest {
+                        method: x.method,
+                        service: p.service.clone(),
+                        path: x.path,
+                        headers,
+                        body: x.body.into_bytes(),
+                    }),
                 }
             })
             .collect())

@@ -17,7 +17,14 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { service: "api".into(), api_path: "/api".into(), id_prefix: "sb".into(), his_read_points: 1000, user: String::new(), password: String::new() }
+        Params {
+            service: "api".into(),
+            api_path: "/api".into(),
+            id_prefix: "sb".into(),
+            his_read_points: 1000,
+            user: String::new(),
+            password: String::new(),
+        }
     }
 }
 
@@ -35,12 +42,17 @@ pub const SCHEMA: &str = r#"{
   }
 }"#;
 
-pub const DEFAULT_JSON: &str = r#"{"service":"api","api-path":"/api","id-prefix":"sb","his-read-points":1000,"user":"","password":""}"#;
+pub const DEFAULT_JSON: &str =
+    r#"{"service":"api","api-path":"/api","id-prefix":"sb","his-read-points":1000,"user":"","password":""}"#;
 
 impl Params {
     pub fn from_json(json: &str) -> Result<Params, String> {
         let json = json.trim();
-        let p: Params = if json.is_empty() { Params::default() } else { serde_json::from_str(json).map_err(|e| format!("haystack probes params: {e}"))? };
+        let p: Params = if json.is_empty() {
+            Params::default()
+        } else {
+            serde_json::from_str(json).map_err(|e| format!("haystack probes params: {e}"))?
+        };
         if p.service.trim().is_empty() {
             return Err("haystack probes params: `service` is empty".into());
         }

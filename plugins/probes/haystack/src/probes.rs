@@ -61,14 +61,32 @@ pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<R
     let mut notes = Vec::new();
     let path = |op: &str| format!("{}/{}", p.api_path, op);
     let mut out = vec![
-        Req { name: "read-point".into(), description: "read filter point: every point record".into(), method: "POST".into(), path: path("read"), body: read_filter("point"), accept: ZINC },
-        Req { name: "read-equip".into(), description: "read filter equip: every equip record".into(), method: "POST".into(), path: path("read"), body: read_filter("equip"), accept: ZINC },
+        Req {
+            name: "read-point".into(),
+            description: "read filter point: every point record".into(),
+            method: "POST".into(),
+            path: path("read"),
+            body: read_filter("point"),
+            accept: ZINC,
+        },
+        Req {
+            name: "read-equip".into(),
+            description: "read filter equip: every equip record".into(),
+            method: "POST".into(),
+            path: path("read"),
+            body: read_filter("equip"),
+            accept: ZINC,
+        },
     ];
     if let Some(first) = points.first() {
-        let ids: Vec<String> = points.iter().filter(|t| t.site == first.site && t.equip == first.equip).map(|t| point_id(p, t)).collect();
+        let ids: Vec<String> =
+            points.iter().filter(|t| t.site == first.site && t.equip == first.equip).map(|t| point_id(p, t)).collect();
         out.push(Req {
             name: "his-read-today".into(),
-            description: format!("hisRead today of the {} points of one equip (readAll(equip) then one batch hisRead)", ids.len()),
+            description: format!(
+                "hisRead today of the {} points of one equip (readAll(equip) then one batch hisRead)",
+                ids.len()
+            ),
             method: "POST".into(),
             path: path("hisRead"),
             body: his_read_batch(&ids, "today"),
@@ -94,7 +112,14 @@ pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<R
     } else {
         notes.push("no points offered: the hisRead probes are left out".into());
     }
-    out.push(Req { name: "about".into(), description: "GET about".into(), method: "GET".into(), path: path("about"), body: String::new(), accept: ZINC });
+    out.push(Req {
+        name: "about".into(),
+        description: "GET about".into(),
+        method: "GET".into(),
+        path: path("about"),
+        body: String::new(),
+        accept: ZINC,
+    });
     (out, notes)
 }
 
@@ -102,14 +127,20 @@ pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<R
 /// `read-*` answers must hold at least one record.
 pub fn check(name: &str, status: u16, body: &[u8]) -> Result<(), String> {
     if status != 200 {
-        return Err(format!("{name}: HTTP {status}: {}", String::from_utf8_lossy(body).chars().take(200).collect::<String>()));
+        return Err(format!(
+            "{name}: HTTP {status}: {}",
+            String::from_utf8_lossy(body).chars().take(200).collect::<String>()
+        ));
     }
     let text = std::str::from_utf8(body).map_err(|_| format!("{name}: answer is not UTF-8"))?;
     let trimmed = text.trim_start();
     let rows = if trimmed.starts_with('{') {
         let g = json_grid(trimmed).map_err(|e| format!("{name}: bad JSON grid: {e}"))?;
         if g.meta.get("err").is_some() {
-            return Err(format!("{name}: error grid: {}", g.meta.get("dis").and_then(|d| d.as_str()).unwrap_or("(no dis)")));
+            return Err(format!(
+                "{name}: error grid: {}",
+                g.meta.get("dis").and_then(|d| d.as_str()).unwrap_or("(no dis)")
+            ));
         }
         g.rows.rows as usize
     } else {
@@ -224,14 +255,20 @@ mod tests {
 
     #[test]
     fn builds_probes() {
-        let (r, notes) = setup(&Params::default(), &pts(10), Some("2024-05-01T11:00:00Z UTC,2024-05-01T12:00:00Z UTC".into()));
+        let (r, notes) =
+            setup(&Params::default(), &pts(10), Some("2024-05-01T11:00:00Z UTC,2024-05-01T12:00:00Z UTC".into()));
         let names: Vec<&str> = r.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["read-point", "read-equip", "his-read-today", "his-read-1000", "about"]);
         let accepts: Vec<&str> = r.iter().map(|x| x.accept).collect();
         assert_eq!(accepts, [ZINC, ZINC, JSON, JSON, ZINC], "hisRead answers as JSON (only the cells with values)");
         assert_eq!(r[0].body, "ver:\"3.0\"\nfilter\n\"point\"\n");
-        assert_eq!(r[2].body, "ver:\"3.0\" range:\"today\"\nid\n@sb.s0.e0.t0\n@sb.s0.e0.t1\n@sb.s0.e0.t2\n@sb.s0.e0.t3\n");
-        assert!(r[3].body.starts_with("ver:\"3.0\" range:\"2024-05-01T11:00:00Z UTC,2024-05-01T12:00:00Z UTC\"\nid\n@sb.s0.e0.t0\n"));
+        assert_eq!(
+            r[2].body,
+            "ver:\"3.0\" range:\"today\"\nid\n@sb.s0.e0.t0\n@sb.s0.e0.t1\n@sb.s0.e0.t2\n@sb.s0.e0.t3\n"
+        );
+        assert!(r[3].body.starts_with(
+            "ver:\"3.0\" range:\"2024-05-01T11:00:00Z UTC,2024-05-01T12:00:00Z UTC\"\nid\n@sb.s0.e0.t0\n"
+        ));
         assert_eq!(r[3].body.lines().count(), 12);
         assert_eq!(r[4].method, "GET");
         assert_eq!(notes.len(), 1);
@@ -245,7 +282,10 @@ mod tests {
                     {"ts":{"_kind":"dateTime","val":"2024-05-01T11:00:02Z","tz":"UTC"}}]}"#;
         assert_eq!(size("his-read-1000", his), Some(3), "values, not rows or timestamps");
         assert_eq!(size("read-point", his), Some(3), "records of any other read");
-        assert_eq!(size("his-read-today", br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[{"name":"empty"}],"rows":[]}"#), Some(0));
+        assert_eq!(
+            size("his-read-today", br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[{"name":"empty"}],"rows":[]}"#),
+            Some(0)
+        );
         assert_eq!(size("read-point", b"ver:\"3.0\"\nid,dis\n@a,\"A\"\n@b,\"B\"\n"), Some(2));
         assert_eq!(size("about", b"<html>"), None);
     }
@@ -255,7 +295,13 @@ mod tests {
         assert!(check("about", 200, b"ver:\"3.0\"\nhaystackVersion\n\"4.0\"\n").is_ok());
         assert!(check("read-point", 200, b"ver:\"3.0\"\nempty\n").unwrap_err().contains("no records"));
         assert!(check("his-read-today", 200, b"ver:\"3.0\" err dis:\"boom\"\nempty\n").unwrap_err().contains("boom"));
-        assert!(check("x", 200, br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"bad"},"cols":[],"rows":[]}"#).unwrap_err().contains("bad"));
+        assert!(check(
+            "x",
+            200,
+            br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"bad"},"cols":[],"rows":[]}"#
+        )
+        .unwrap_err()
+        .contains("bad"));
         assert!(check("x", 500, b"oops").unwrap_err().contains("500"));
         assert!(check("x", 200, b"<html>").unwrap_err().contains("not a Zinc"));
     }

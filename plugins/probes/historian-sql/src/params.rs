@@ -55,7 +55,10 @@ impl Params {
             ));
         }
         if p.database.trim().is_empty() {
-            return Err("historian-sql params: `database` is empty; give the stack's database service name, e.g. \"postgres\"".into());
+            return Err(
+                "historian-sql params: `database` is empty; give the stack's database service name, e.g. \"postgres\""
+                    .into(),
+            );
         }
         if !(1..=100_000).contains(&p.hour_points) {
             return Err(format!("historian-sql params: `hour_points` is {}; give 1 to 100000", p.hour_points));

@@ -115,7 +115,10 @@ pub fn setup(p: &Params, points: &[Point]) -> (Vec<Probe>, Plan, Vec<String>) {
     let n = p.hour_points as usize;
     let first: Vec<String> = by_index.iter().take(n).map(|x| x.id()).collect();
     if first.len() < n {
-        notes.push(format!("the run offers {} points, fewer than hour_points = {n}: the hour probe reads all of them", first.len()));
+        notes.push(format!(
+            "the run offers {} points, fewer than hour_points = {n}: the hour probe reads all of them",
+            first.len()
+        ));
     }
     plan.hour_name = format!("hour-{n}");
     probes.push(Probe {
@@ -153,9 +156,10 @@ pub fn setup(p: &Params, points: &[Point]) -> (Vec<Probe>, Plan, Vec<String>) {
 }
 
 fn col(rows: &Rows, name: &str, probe: &str) -> Result<usize, String> {
-    rows.columns.iter().position(|c| c == name).ok_or_else(|| {
-        format!("{probe}: column `{name}` missing from the answer (columns: {:?})", rows.columns)
-    })
+    rows.columns
+        .iter()
+        .position(|c| c == name)
+        .ok_or_else(|| format!("{probe}: column `{name}` missing from the answer (columns: {:?})", rows.columns))
 }
 
 fn int(v: &Value) -> Option<i64> {
@@ -252,7 +256,10 @@ mod tests {
 
     fn points(n: u32) -> Vec<Point> {
         // given out of order, as nothing promises the host sorts them
-        (0..n).rev().map(|i| Point { index: i, site: i / 1000, equip: i / 10, label: format!("temp{}", i % 10 + 1) }).collect()
+        (0..n)
+            .rev()
+            .map(|i| Point { index: i, site: i / 1000, equip: i / 10, label: format!("temp{}", i % 10 + 1) })
+            .collect()
     }
     fn t(s: &str) -> Value {
         Value::Text(s.into())
@@ -268,8 +275,13 @@ mod tests {
         assert!(notes.is_empty());
         let names: Vec<&str> = probes.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(names, ["latest-all", "hour-1000", "day-1"]);
-        assert!(probes.iter().all(|x| x.database == "postgres" && !x.description.is_empty() && !x.description.contains('\n')));
-        assert!(probes[0].statement.contains("DISTINCT ON (point)") && probes[0].statement.contains("ORDER BY point, ts DESC"));
+        assert!(probes
+            .iter()
+            .all(|x| x.database == "postgres" && !x.description.is_empty() && !x.description.contains('\n')));
+        assert!(
+            probes[0].statement.contains("DISTINCT ON (point)")
+                && probes[0].statement.contains("ORDER BY point, ts DESC")
+        );
         assert!(probes[1].statement.contains("$1::text::text[]"));
         let Value::Text(arr) = &probes[1].params[0] else { panic!() };
         assert!(arr.starts_with("{\"s0/e0/temp1\",\"s0/e0/temp2\","), "{arr}");
@@ -305,7 +317,10 @@ mod tests {
         let base = 1_796_047_200_000i64;
         let ok = rows(
             &["point", "ts_ms", "value"],
-            vec![vec![t("s0/e0/temp1"), Value::Int(base), Value::Float(1.5)], vec![t("s0/e0/temp2"), Value::Int(base), Value::Int(3)]],
+            vec![
+                vec![t("s0/e0/temp1"), Value::Int(base), Value::Float(1.5)],
+                vec![t("s0/e0/temp2"), Value::Int(base), Value::Int(3)],
+            ],
         );
         check(&plan, "latest-all", &ok).unwrap();
         check(&plan, "hour-1000", &ok).unwrap();
@@ -330,7 +345,10 @@ mod tests {
         short.rows[0].pop();
         assert!(check(&plan, "latest-all", &short).unwrap_err().contains("2 values for 3 columns"));
 
-        let day = rows(&["ts_ms", "value"], vec![vec![Value::Int(base), Value::Float(1.0)], vec![t("1796047201000"), Value::Float(2.0)]]);
+        let day = rows(
+            &["ts_ms", "value"],
+            vec![vec![Value::Int(base), Value::Float(1.0)], vec![t("1796047201000"), Value::Float(2.0)]],
+        );
         check(&plan, "day-1", &day).unwrap();
         let mut back = day.clone();
         back.rows.swap(0, 1);

@@ -18,9 +18,7 @@ use bindings::scalebench::plugin::types::{
 };
 use bindings::scalebench::plugin::{logging, sql_client};
 
-use bindings::exports::scalebench::plugin::history_sink::{
-    Guest as HistoryGuest, HistoryPlan, SqlCopyPlan,
-};
+use bindings::exports::scalebench::plugin::history_sink::{Guest as HistoryGuest, HistoryPlan, SqlCopyPlan};
 
 use crate::history;
 use crate::params::{self, Params};

@@ -73,7 +73,9 @@ impl Params {
             ));
         }
         if self.database.trim().is_empty() {
-            return Err("baler params: `database` is empty; give the stack's database service name, e.g. \"postgres\"".into());
+            return Err(
+                "baler params: `database` is empty; give the stack's database service name, e.g. \"postgres\"".into()
+            );
         }
         Ok(())
     }

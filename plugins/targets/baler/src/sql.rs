@@ -82,7 +82,10 @@ impl Value {
 
 fn ask(p: &Params, db: &dyn Db, what: &str, statement: &str, params: Vec<Value>) -> Result<Rows, String> {
     db.query(statement, params).map_err(|e| {
-        format!("baler: {what} failed on database service `{}` (is the stack's Postgres up and reachable?): {e}", p.database)
+        format!(
+            "baler: {what} failed on database service `{}` (is the stack's Postgres up and reachable?): {e}",
+            p.database
+        )
     })
 }
 
@@ -128,11 +131,8 @@ pub fn preflight(p: &Params, db: &dyn Db) -> Result<Vec<String>, String> {
         ));
     }
     let cols = ask(p, db, "reading the table's columns", columns_statement(), vec![Value::Text(t.clone())])?;
-    let have: Vec<(String, String)> = cols
-        .rows
-        .iter()
-        .filter_map(|r| Some((r.first()?.as_text()?, r.get(1)?.as_text()?)))
-        .collect();
+    let have: Vec<(String, String)> =
+        cols.rows.iter().filter_map(|r| Some((r.first()?.as_text()?, r.get(1)?.as_text()?))).collect();
     let mut wrong = Vec::new();
     for (name, ty) in [("point", "text"), ("ts", "timestamp with time zone"), ("value", "double precision")] {
         match have.iter().find(|(n, _)| n == name) {
@@ -208,7 +208,13 @@ pub fn text_array(items: &[String]) -> String {
     out
 }
 
-pub fn stored(p: &Params, db: &dyn Db, start_ms: i64, end_ms: i64, points: &[String]) -> Result<Vec<(i64, u64)>, String> {
+pub fn stored(
+    p: &Params,
+    db: &dyn Db,
+    start_ms: i64,
+    end_ms: i64,
+    points: &[String],
+) -> Result<Vec<(i64, u64)>, String> {
     if end_ms <= start_ms || points.is_empty() {
         return Ok(Vec::new());
     }
@@ -261,9 +267,8 @@ pub fn stats_statement() -> String {
 pub fn stats(p: &Params, db: &dyn Db) -> Result<Vec<Stat>, String> {
     let s = ask(p, db, "reading durability settings", SETTINGS_STATEMENT, vec![])?;
     let mut out = Vec::new();
-    for (i, name) in ["durability.fsync", "durability.synchronous_commit", "durability.full_page_writes"]
-        .into_iter()
-        .enumerate()
+    for (i, name) in
+        ["durability.fsync", "durability.synchronous_commit", "durability.full_page_writes"].into_iter().enumerate()
     {
         out.push(Stat { name: name.into(), number: None, text: cell(&s, 0, i, "settings")?.as_text() });
     }
@@ -292,13 +297,23 @@ pub fn stats(p: &Params, db: &dyn Db) -> Result<Vec<Stat>, String> {
     });
     // Durability as the ingest path's own session sees it, where the
     // ingester records it (the reference historian does).
-    let e = ask(p, db, "looking for the ingest session's settings", "SELECT to_regclass('ingest_session') IS NOT NULL", vec![])?;
+    let e = ask(
+        p,
+        db,
+        "looking for the ingest session's settings",
+        "SELECT to_regclass('ingest_session') IS NOT NULL",
+        vec![],
+    )?;
     if cell(&e, 0, 0, "ingest_session")?.as_bool() == Some(true) {
         let s = ask(p, db, "reading the ingest session's settings", INGEST_SETTINGS_STATEMENT, vec![])?;
         if !s.rows.is_empty() {
-            for (i, name) in ["durability.ingest.fsync", "durability.ingest.synchronous_commit", "durability.ingest.full_page_writes"]
-                .into_iter()
-                .enumerate()
+            for (i, name) in [
+                "durability.ingest.fsync",
+                "durability.ingest.synchronous_commit",
+                "durability.ingest.full_page_writes",
+            ]
+            .into_iter()
+            .enumerate()
             {
                 out.push(Stat { name: name.into(), number: None, text: cell(&s, 0, i, "ingest settings")?.as_text() });
             }
@@ -312,7 +327,8 @@ pub const WRITES_STATEMENT: &str = "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 
      WHERE relid = to_regclass($1::text) OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1::text))";
 
 /// The newest ingest session's settings (any session off makes the path non-durable: the least durable is reported).
-pub const INGEST_SETTINGS_STATEMENT: &str = "SELECT min(fsync), min(synchronous_commit), min(full_page_writes) FROM ingest_session";
+pub const INGEST_SETTINGS_STATEMENT: &str =
+    "SELECT min(fsync), min(synchronous_commit), min(full_page_writes) FROM ingest_session";
 
 #[cfg(test)]
 mod tests {
@@ -385,7 +401,10 @@ mod tests {
             ("pg_attribute", rows(vec![vec![t("point"), t("text")], vec![t("ts"), t("timestamp without time zone")]])),
         ]);
         let e = preflight(&p, &db).unwrap_err();
-        assert!(e.contains("`ts` is timestamp without time zone") && e.contains("`value` (double precision) is missing"), "{e}");
+        assert!(
+            e.contains("`ts` is timestamp without time zone") && e.contains("`value` (double precision) is missing"),
+            "{e}"
+        );
 
         let db = fake(vec![
             ("to_regclass($1::text)::text", rows(vec![vec![t("point_history")]])),
@@ -412,9 +431,17 @@ mod tests {
         let asked = db.asked.borrow();
         assert_eq!(
             asked[0].1,
-            vec![Value::Int(1_796_047_200_000), Value::Int(1_796_047_202_000), Value::Text(r#"{"s0/e0/a","s0/e0/\"b"}"#.into())]
+            vec![
+                Value::Int(1_796_047_200_000),
+                Value::Int(1_796_047_202_000),
+                Value::Text(r#"{"s0/e0/a","s0/e0/\"b"}"#.into())
+            ]
         );
-        assert!(asked[0].0.contains("$1::bigint") && asked[0].0.contains("$2::bigint") && asked[0].0.contains("unnest($3::text[])"));
+        assert!(
+            asked[0].0.contains("$1::bigint")
+                && asked[0].0.contains("$2::bigint")
+                && asked[0].0.contains("unnest($3::text[])")
+        );
         assert!(asked[0].0.contains("point <> 'canary/lag'"));
         assert!(stored(&p, &db, 5, 5, &pts).unwrap().is_empty());
         // No points of this run: nothing of it can be stored.

@@ -233,7 +233,8 @@ impl<A: Addressing> Wire<A> {
                 }
             }
             if is_new || grew {
-                let ids: Vec<String> = self.equip_points[&key].iter().filter_map(|i| self.point_id_of(*i as usize)).collect();
+                let ids: Vec<String> =
+                    self.equip_points[&key].iter().filter_map(|i| self.point_id_of(*i as usize)).collect();
                 let mut tags = Map::new();
                 tags.insert("id".into(), href(&first.equip_id()));
                 tags.insert("dis".into(), hs_str(&format!("Site {} Equip {}", first.site, first.equip)));
@@ -255,7 +256,13 @@ impl<A: Addressing> Wire<A> {
 
     /// Encode a batch into `out` (cleared first): one message per reading,
     /// `address_of[i]` = the reading's tag index, `carries[i]` = 1.
-    pub fn encode_into(&mut self, points: &[u32], values: &[f64], ts_ms: &[i64], out: &mut Encoded) -> Result<(), EncodeError> {
+    pub fn encode_into(
+        &mut self,
+        points: &[u32],
+        values: &[f64],
+        ts_ms: &[i64],
+        out: &mut Encoded,
+    ) -> Result<(), EncodeError> {
         let n = points.len();
         if values.len() != n || ts_ms.len() != n {
             return Err(EncodeError::Lengths(n, values.len(), ts_ms.len()));

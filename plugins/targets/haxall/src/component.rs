@@ -26,7 +26,7 @@ use bindings::scalebench::plugin::{entropy, http_client, logging};
 
 use crate::params::{self, Params};
 use crate::scram;
-use crate::wire::{his_read_answer, ingest_answer, his_read_request, Encoded, Msg, Tag, Wire};
+use crate::wire::{his_read_answer, his_read_request, ingest_answer, Encoded, Msg, Tag, Wire};
 
 thread_local! {
     static WIRE: RefCell<Wire> = RefCell::new(Wire::new(Params::default()));
@@ -80,7 +80,8 @@ fn auth_header(p: &Params, fresh: bool) -> Result<Option<String>, String> {
 /// Logs in again once when the token was refused. Err on an error grid.
 fn call(p: &Params, op: &str, body: Option<String>) -> Result<serde_json::Value, String> {
     let bytes = call_raw(p, op, body)?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("{op}: answer is not Haystack JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{op}: answer is not Haystack JSON: {e}"))?;
     if v["meta"].get("err").is_some() {
         return Err(format!("{op}: server error: {}", v["meta"]["dis"].as_str().unwrap_or("(no dis)")));
     }
@@ -100,12 +101,22 @@ fn call_raw(p: &Params, op: &str, body: Option<String>) -> Result<Vec<u8>, Strin
             }
             None => ("GET", Vec::new()),
         };
-        let r = http_client::send(&HttpRequest { method: method.into(), service: p.service.clone(), path: p.path(op), headers, body })?;
+        let r = http_client::send(&HttpRequest {
+            method: method.into(),
+            service: p.service.clone(),
+            path: p.path(op),
+            headers,
+            body,
+        })?;
         if (r.status == 401 || r.status == 403) && attempt == 0 && !p.user.is_empty() {
             continue;
         }
         if r.status != 200 {
-            return Err(format!("{op}: HTTP {} {}", r.status, String::from_utf8_lossy(&r.body).chars().take(300).collect::<String>()));
+            return Err(format!(
+                "{op}: HTTP {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body).chars().take(300).collect::<String>()
+            ));
         }
         return Ok(r.body);
     }
@@ -161,7 +172,11 @@ impl Guest for Haxall {
 
     fn configure(params_json: String) -> Result<Plan, String> {
         let p = Params::from_json(&params_json)?;
-        let plan = Plan { transport: TransportPlan::Http, storage: StoragePlan::Http(p.service.clone()), services: vec![p.service.clone()] };
+        let plan = Plan {
+            transport: TransportPlan::Http,
+            storage: StoragePlan::Http(p.service.clone()),
+            services: vec![p.service.clone()],
+        };
         let mut wire = Wire::new(p);
         // The canary's records are committed by `preflight`, before the
         // host's one-reading check; topology leaves them out.
@@ -213,7 +228,10 @@ impl Guest for Haxall {
         let about = call(&p, "about", None)?;
         let row = &about["rows"][0];
         let s = |k: &str| row[k]["val"].as_str().or_else(|| row[k].as_str()).unwrap_or("?").to_string();
-        logging::log(LogLevel::Info, &format!("{}: {} {} (Haystack {})", p.service, s("productName"), s("productVersion"), s("haystackVersion")));
+        logging::log(
+            LogLevel::Info,
+            &format!("{}: {} {} (Haystack {})", p.service, s("productName"), s("productVersion"), s("haystackVersion")),
+        );
         // Point records a prefill made are this run's own; a canary is
         // left only by an earlier run, and its history would be taken for
         // this run's canaries.

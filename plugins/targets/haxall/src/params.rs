@@ -57,8 +57,7 @@ pub const SCHEMA: &str = r#"{
   }
 }"#;
 
-pub const DEFAULT_JSON: &str =
-    r#"{"service":"api","api-path":"/api","his-write-batch":250,"his-read-batch":500,"user":"","password":"","tz":"UTC","id-prefix":"sb"}"#;
+pub const DEFAULT_JSON: &str = r#"{"service":"api","api-path":"/api","his-write-batch":250,"his-read-batch":500,"user":"","password":"","tz":"UTC","id-prefix":"sb"}"#;
 
 impl Params {
     pub fn from_json(json: &str) -> Result<Params, String> {
@@ -77,7 +76,10 @@ impl Params {
             return Err("haxall params: `service` must be a stack service name without spaces, e.g. \"api\"".into());
         }
         if !(self.api_path.is_empty() || (self.api_path.starts_with('/') && !self.api_path.ends_with('/'))) {
-            return Err(format!("haxall params: `api-path` {:?} must start with '/' and not end with one (or be empty)", self.api_path));
+            return Err(format!(
+                "haxall params: `api-path` {:?} must start with '/' and not end with one (or be empty)",
+                self.api_path
+            ));
         }
         if self.his_write_batch == 0 || self.his_write_batch > 100_000 {
             return Err("haxall params: `his-write-batch` must be 1..=100000 readings".into());
@@ -90,7 +92,10 @@ impl Params {
         }
         Tz::parse(&self.tz).map_err(|e| format!("haxall params: `tz`: {e}"))?;
         if self.id_prefix.is_empty() || !self.id_prefix.chars().all(zinc::is_ref_char) {
-            return Err(format!("haxall params: `id-prefix` {:?} must be non-empty Ref characters (a-z A-Z 0-9 _ : - . ~)", self.id_prefix));
+            return Err(format!(
+                "haxall params: `id-prefix` {:?} must be non-empty Ref characters (a-z A-Z 0-9 _ : - . ~)",
+                self.id_prefix
+            ));
         }
         Ok(())
     }

@@ -30,11 +30,16 @@ pub fn b64url(data: &[u8]) -> String {
 
 /// Decode base64url, tolerating padding and the standard alphabet (servers differ).
 pub fn b64url_decode(s: &str) -> Result<Vec<u8>, String> {
-    let t: String = s.trim().trim_end_matches('=').chars().map(|c| match c {
-        '+' => '-',
-        '/' => '_',
-        c => c,
-    }).collect();
+    let t: String = s
+        .trim()
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '+' => '-',
+            '/' => '_',
+            c => c,
+        })
+        .collect();
     URL_SAFE_NO_PAD.decode(t).map_err(|e| format!("bad base64 in auth header: {e}"))
 }
 
@@ -69,7 +74,11 @@ pub struct ClientFinal {
 
 impl Client {
     pub fn new(user: &str, password: &str, nonce: &str) -> Client {
-        Client { client_first_bare: format!("n={},r={}", saslname(user), nonce), nonce: nonce.into(), password: password.into() }
+        Client {
+            client_first_bare: format!("n={},r={}", saslname(user), nonce),
+            nonce: nonce.into(),
+            password: password.into(),
+        }
     }
 
     /// `n,,n=user,r=nonce` (no channel binding).
@@ -266,10 +275,25 @@ mod tests {
                     Ok((401, h("WWW-Authenticate", "SCRAM handshakeToken=tok, hash=SHA-256".into())))
                 }
                 2 => {
-                    assert_eq!(auth, format!("SCRAM handshakeToken=tok, data={}", b64url(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")));
-                    Ok((401, h("WWW-Authenticate", format!("SCRAM handshakeToken=tok, hash=SHA-256, data={}", b64url(server_first.as_bytes())))))
+                    assert_eq!(
+                        auth,
+                        format!("SCRAM handshakeToken=tok, data={}", b64url(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"))
+                    );
+                    Ok((
+                        401,
+                        h(
+                            "WWW-Authenticate",
+                            format!("SCRAM handshakeToken=tok, hash=SHA-256, data={}", b64url(server_first.as_bytes())),
+                        ),
+                    ))
                 }
-                _ => Ok((200, h("Authentication-Info", format!("authToken=T0K, data={}", b64url(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="))))),
+                _ => Ok((
+                    200,
+                    h(
+                        "Authentication-Info",
+                        format!("authToken=T0K, data={}", b64url(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")),
+                    ),
+                )),
             }
         };
         assert_eq!(login("user", "pencil", "rOprNGfwEbeRWgbNEkqO", &mut send).unwrap(), "T0K");

@@ -41,8 +41,8 @@ pub struct Encoded {
 /// and the values, since a server that checks units would refuse them.
 pub fn haystack_unit(unit: &str) -> Option<&str> {
     const KNOWN: &[&str] = &[
-        "°C", "°F", "K", "%", "bar", "mbar", "Pa", "kPa", "psi", "m³/h", "m³/s", "L/s", "L/min", "gal/min",
-        "mm/s", "m/s", "Hz", "rpm", "V", "A", "W", "kW", "kWh", "ppm", "s", "min", "h",
+        "°C", "°F", "K", "%", "bar", "mbar", "Pa", "kPa", "psi", "m³/h", "m³/s", "L/s", "L/min", "gal/min", "mm/s",
+        "m/s", "Hz", "rpm", "V", "A", "W", "kW", "kWh", "ppm", "s", "min", "h",
     ];
     KNOWN.iter().copied().find(|u| *u == unit)
 }
@@ -50,7 +50,10 @@ pub fn haystack_unit(unit: &str) -> Option<&str> {
 /// Rows of Haystack markers on a point: the tag's markers that are valid tag
 /// names, except those the Haystack defs give a non-marker value (`enum` is a Str).
 fn point_markers(t: &Tag) -> impl Iterator<Item = &str> {
-    t.markers.iter().map(|s| s.as_str()).filter(|m| zinc::is_tag_name(m) && !matches!(*m, "enum" | "kind" | "unit" | "tz" | "his" | "point" | "id"))
+    t.markers
+        .iter()
+        .map(|s| s.as_str())
+        .filter(|m| zinc::is_tag_name(m) && !matches!(*m, "enum" | "kind" | "unit" | "tz" | "his" | "point" | "id"))
 }
 
 pub struct Point {
@@ -76,7 +79,16 @@ pub struct Wire {
 impl Wire {
     pub fn new(params: Params) -> Wire {
         let tz = params.tz();
-        Wire { params, tz, points: Vec::new(), sites: BTreeSet::new(), equips: BTreeSet::new(), canary_sent: false, canary_in_topology: true, first_canary_ms: None }
+        Wire {
+            params,
+            tz,
+            points: Vec::new(),
+            sites: BTreeSet::new(),
+            equips: BTreeSet::new(),
+            canary_sent: false,
+            canary_in_topology: true,
+            first_canary_ms: None,
+        }
     }
 
     pub fn site_id(&self, site: u32) -> String {
@@ -107,10 +119,12 @@ impl Wire {
 
     pub fn addresses(&mut self, tags: &[Tag]) -> Vec<String> {
         let a = self.params.address("hisWrite");
-        tags.iter().map(|t| {
-            self.register(t);
-            a.clone()
-        }).collect()
+        tags.iter()
+            .map(|t| {
+                self.register(t);
+                a.clone()
+            })
+            .collect()
     }
 
     /// `commit` "add" grids: new sites, new equips, then points (1,000 rows a
@@ -125,7 +139,13 @@ impl Wire {
         for t in tags {
             self.register(t);
         }
-        let new_sites: Vec<u32> = tags.iter().map(|t| t.site).filter(|s| !self.sites.contains(s)).collect::<BTreeSet<_>>().into_iter().collect();
+        let new_sites: Vec<u32> = tags
+            .iter()
+            .map(|t| t.site)
+            .filter(|s| !self.sites.contains(s))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         if !new_sites.is_empty() || !self.canary_sent {
             let mut g = String::from("ver:\"3.0\" commit:\"add\"\nid,dis,site,scalebench,tz\n");
             for s in &new_sites {
@@ -144,7 +164,13 @@ impl Wire {
             }
             out.push(Msg { address: addr.clone(), payload: g.into_bytes() });
         }
-        let new_equips: Vec<(u32, u32)> = tags.iter().map(|t| (t.site, t.equip)).filter(|e| !self.equips.contains(e)).collect::<BTreeSet<_>>().into_iter().collect();
+        let new_equips: Vec<(u32, u32)> = tags
+            .iter()
+            .map(|t| (t.site, t.equip))
+            .filter(|e| !self.equips.contains(e))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         if !new_equips.is_empty() {
             for chunk in new_equips.chunks(1000) {
                 let mut g = String::from("ver:\"3.0\" commit:\"add\"\nid,dis,equip,scalebench,siteRef\n");
@@ -159,7 +185,9 @@ impl Wire {
         }
         for chunk in tags.chunks(1000) {
             let markers: BTreeSet<&str> = chunk.iter().flat_map(point_markers).collect();
-            let mut g = String::from("ver:\"3.0\" commit:\"add\"\nid,dis,point,his,scalebench,kind,unit,tz,equipRef,siteRef,sbIndex");
+            let mut g = String::from(
+                "ver:\"3.0\" commit:\"add\"\nid,dis,point,his,scalebench,kind,unit,tz,equipRef,siteRef,sbIndex",
+            );
             for m in &markers {
                 g.push(',');
                 g.push_str(m);
@@ -234,7 +262,10 @@ impl Wire {
     /// first `topology` call adds, for committing before any topology.
     pub fn canary_records(&self) -> Vec<String> {
         let tz = &self.tz.name;
-        let mut site = format!("ver:\"3.0\" commit:\"add\"\nid,dis,site,scalebench,tz\n@{}.canarySite,\"scalebench canary site\",M,M,", self.params.id_prefix);
+        let mut site = format!(
+            "ver:\"3.0\" commit:\"add\"\nid,dis,site,scalebench,tz\n@{}.canarySite,\"scalebench canary site\",M,M,",
+            self.params.id_prefix
+        );
         zinc::write_str(&mut site, tz);
         site.push('\n');
         let mut point = String::from("ver:\"3.0\" commit:\"add\"\nid,dis,point,his,scalebench,kind,tz,siteRef\n");
@@ -248,9 +279,20 @@ impl Wire {
     /// one point only: the plain form (grid meta `id`, columns `ts`,`val`).
     /// Several points: the batch form (column `ts`, then `v0`, `v1`, ... each
     /// with an `id` column meta, a row per distinct timestamp).
-    pub fn encode_into(&mut self, points: &[u32], values: &[f64], ts_ms: &[i64], out: &mut Encoded) -> Result<(), String> {
+    pub fn encode_into(
+        &mut self,
+        points: &[u32],
+        values: &[f64],
+        ts_ms: &[i64],
+        out: &mut Encoded,
+    ) -> Result<(), String> {
         if points.len() != values.len() || points.len() != ts_ms.len() {
-            return Err(format!("haxall encode: batch lists differ in length ({}, {}, {})", points.len(), values.len(), ts_ms.len()));
+            return Err(format!(
+                "haxall encode: batch lists differ in length ({}, {}, {})",
+                points.len(),
+                values.len(),
+                ts_ms.len()
+            ));
         }
         let max = self.params.his_write_batch as usize;
         let mut start = 0;
@@ -264,7 +306,10 @@ impl Wire {
             let idx: Vec<usize> = (start..end).collect();
             for &i in &idx {
                 if self.points.get(points[i] as usize).map_or(true, |p| p.is_none()) {
-                    return Err(format!("haxall encode: reading for point {} that no `addresses` call named", points[i]));
+                    return Err(format!(
+                        "haxall encode: reading for point {} that no `addresses` call named",
+                        points[i]
+                    ));
                 }
             }
             let body = self.his_write_grid(&idx, points, values, ts_ms);
@@ -292,7 +337,8 @@ impl Wire {
         }
         let mut order: Vec<usize> = idx.to_vec();
         order.sort_by_key(|&i| ts_ms[i]);
-        let mut g = String::with_capacity(64 + idx.len() * 48 + if cols.len() > 1 { idx.len() * cols.len() } else { 0 });
+        let mut g =
+            String::with_capacity(64 + idx.len() * 48 + if cols.len() > 1 { idx.len() * cols.len() } else { 0 });
         if cols.len() == 1 {
             let p = self.point(cols[0]);
             let _ = write!(g, "ver:\"3.0\" id:@{}\nts,val\n", p.id);
@@ -394,9 +440,11 @@ pub fn his_read_answer(body: &[u8], mut each: impl FnMut(i64, Option<f64>)) -> R
     for row in rows {
         let obj = row.as_object().ok_or("hisRead row is not an object")?;
         let ts = obj.get("ts").ok_or("hisRead row has no ts")?;
-        let ts_str = ts.get("val").and_then(|x| x.as_str()).or_else(|| ts.as_str()).ok_or("hisRead ts is not a dateTime")?;
+        let ts_str =
+            ts.get("val").and_then(|x| x.as_str()).or_else(|| ts.as_str()).ok_or("hisRead ts is not a dateTime")?;
         // Haystack JSON v3 writes "t:2024-...Z UTC".
-        let ts_ms = zinc::parse_datetime(ts_str.trim_start_matches("t:")).ok_or_else(|| format!("hisRead ts {ts_str:?} is not a dateTime"))?;
+        let ts_ms = zinc::parse_datetime(ts_str.trim_start_matches("t:"))
+            .ok_or_else(|| format!("hisRead ts {ts_str:?} is not a dateTime"))?;
         for (k, cell) in obj {
             if k == "ts" || cell.is_null() {
                 continue;
@@ -417,7 +465,8 @@ pub fn ingest_answer(body: &[u8]) -> Result<(), String> {
     let text = String::from_utf8_lossy(body);
     let t = text.trim_start();
     if t.starts_with('{') {
-        let v: serde_json::Value = serde_json::from_str(t).map_err(|e| format!("answer is neither a Zinc grid nor Haystack JSON: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_str(t).map_err(|e| format!("answer is neither a Zinc grid nor Haystack JSON: {e}"))?;
         if v["meta"].get("err").is_some() {
             return Err(format!("error grid: {}", v["meta"]["dis"].as_str().unwrap_or("(no dis)")));
         }
@@ -496,7 +545,15 @@ pub mod tests {
     use super::*;
 
     pub fn tag(index: u32, site: u32, equip: u32, label: &str, unit: &str) -> Tag {
-        Tag { index, kind: "temperature".into(), unit: unit.into(), site, equip, label: label.into(), markers: vec!["point".into(), "sensor".into(), "temp".into(), "enum".into()] }
+        Tag {
+            index,
+            kind: "temperature".into(),
+            unit: unit.into(),
+            site,
+            equip,
+            label: label.into(),
+            markers: vec!["point".into(), "sensor".into(), "temp".into(), "enum".into()],
+        }
     }
 
     fn wire(batch: u32) -> Wire {
@@ -547,7 +604,9 @@ pub mod tests {
         assert_eq!(m.len(), 3, "{text:?}");
         assert!(text[0].contains("@sb.s1,") && !text[0].contains("@sb.s0,"));
         assert!(text[1].contains("@sb.s1.e0,") && !text[1].contains("@sb.s0.e0,"));
-        assert!(text[2].contains("@sb.s0.e0.b,") && text[2].contains("@sb.s1.e0.c,") && !text[2].contains("@sb.s0.e0.a,"));
+        assert!(
+            text[2].contains("@sb.s0.e0.b,") && text[2].contains("@sb.s1.e0.c,") && !text[2].contains("@sb.s0.e0.a,")
+        );
         assert_eq!(w.point_ids().len(), 3);
     }
 
@@ -557,7 +616,13 @@ pub mod tests {
         w.addresses(&[tag(0, 0, 0, "a", "°C"), tag(1, 0, 0, "b", "count")]);
         let mut e = Encoded::default();
         let t0 = 1_714_564_800_000;
-        w.encode_into(&[0, 1, 0, 0, 0], &[1.5, 2.0, 3.0, 4.0, f64::NAN], &[t0, t0, t0 + 250, t0 + 1000, t0 + 2000], &mut e).unwrap();
+        w.encode_into(
+            &[0, 1, 0, 0, 0],
+            &[1.5, 2.0, 3.0, 4.0, f64::NAN],
+            &[t0, t0, t0 + 250, t0 + 1000, t0 + 2000],
+            &mut e,
+        )
+        .unwrap();
         assert_eq!(e.carries, vec![3, 2]);
         assert_eq!(e.address_of, vec![0, 0]);
         let a = std::str::from_utf8(&e.payload[..e.ends[0] as usize]).unwrap();
@@ -567,7 +632,10 @@ pub mod tests {
              2024-05-01T12:00:00Z UTC,1.5°C,2\n2024-05-01T12:00:00.250Z UTC,3°C,\n"
         );
         let b = std::str::from_utf8(&e.payload[e.ends[0] as usize..]).unwrap();
-        assert_eq!(b, "ver:\"3.0\" id:@sb.s0.e0.a\nts,val\n2024-05-01T12:00:01Z UTC,4°C\n2024-05-01T12:00:02Z UTC,NaN\n");
+        assert_eq!(
+            b,
+            "ver:\"3.0\" id:@sb.s0.e0.a\nts,val\n2024-05-01T12:00:01Z UTC,4°C\n2024-05-01T12:00:02Z UTC,NaN\n"
+        );
     }
 
     #[test]
@@ -585,7 +653,10 @@ pub mod tests {
         let mut w = wire(10);
         let m = w.canary(42, 1_714_564_800_000);
         assert_eq!(m.address, "api /api/hisWrite");
-        assert_eq!(String::from_utf8(m.payload).unwrap(), "ver:\"3.0\" id:@sb.canary\nts,val\n2024-05-01T12:00:00Z UTC,42\n");
+        assert_eq!(
+            String::from_utf8(m.payload).unwrap(),
+            "ver:\"3.0\" id:@sb.canary\nts,val\n2024-05-01T12:00:00Z UTC,42\n"
+        );
         assert_eq!(w.range(0, 1000), "1970-01-01T00:00:00Z UTC,1970-01-01T00:00:01Z UTC");
         assert_eq!(his_read_request(&["a".into()], "today"), "ver:\"3.0\"\nid,range\n@a,\"today\"\n");
         assert_eq!(his_read_request(&["a".into(), "b".into()], "today"), "ver:\"3.0\" range:\"today\"\nid\n@a\n@b\n");
@@ -606,11 +677,16 @@ pub mod tests {
     #[test]
     fn ingest_answers_error_grids_are_not_acks() {
         assert!(ingest_answer(b"ver:\"3.0\"\nempty\n").is_ok());
-        let e = ingest_answer(b"ver:\"3.0\" err dis:\"point \\\"x\\\" unknown\" errTrace:\"...\"\nempty\n").unwrap_err();
+        let e =
+            ingest_answer(b"ver:\"3.0\" err dis:\"point \\\"x\\\" unknown\" errTrace:\"...\"\nempty\n").unwrap_err();
         assert!(e.contains("point \"x\" unknown"), "{e}");
         // "err" inside a string is not the marker.
         assert!(ingest_answer(b"ver:\"3.0\" dis:\"no err here\"\nempty\n").is_ok());
-        assert!(ingest_answer(br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"nope"},"cols":[],"rows":[]}"#).unwrap_err().contains("nope"));
+        assert!(ingest_answer(
+            br#"{"_kind":"grid","meta":{"ver":"3.0","err":{"_kind":"marker"},"dis":"nope"},"cols":[],"rows":[]}"#
+        )
+        .unwrap_err()
+        .contains("nope"));
         assert!(ingest_answer(br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[],"rows":[]}"#).is_ok());
         assert!(ingest_answer(b"<html>oops</html>").is_err());
     }

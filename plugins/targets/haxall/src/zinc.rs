@@ -293,7 +293,9 @@ mod tests {
         write_str(&mut s, "a\"b\\c$d\ne");
         assert_eq!(s, r#""a\"b\\c\$d\ne""#);
         let mut s = String::new();
-        for (v, u) in [(3.0, Some("°C")), (-0.5, None), (1e21, None), (f64::NAN, Some("bar")), (f64::NEG_INFINITY, None)] {
+        for (v, u) in
+            [(3.0, Some("°C")), (-0.5, None), (1e21, None), (f64::NAN, Some("bar")), (f64::NEG_INFINITY, None)]
+        {
             write_number(&mut s, v, u);
             s.push(',');
         }
@@ -304,7 +306,10 @@ mod tests {
 
     #[test]
     fn error_grids() {
-        assert_eq!(error_grid("ver:\"3.0\" err dis:\"bad \\\"thing\\\"\" errTrace:\"x\"\nempty\n").as_deref(), Some("bad \"thing\""));
+        assert_eq!(
+            error_grid("ver:\"3.0\" err dis:\"bad \\\"thing\\\"\" errTrace:\"x\"\nempty\n").as_deref(),
+            Some("bad \"thing\"")
+        );
         assert_eq!(error_grid("ver:\"3.0\" dis:\"not an err here\"\nempty\n"), None);
         assert_eq!(error_grid("ver:\"3.0\"\nid,dis\n@a,\"err\"\n"), None);
         assert!(error_grid("ver:\"3.0\" err\nempty\n").is_some());

@@ -91,7 +91,9 @@ impl Params {
         if st.len() > 255 {
             return Err(format!("{ERR} `stream` is {} bytes long; at most 255", st.len()));
         }
-        if let Some(c) = st.chars().find(|c| matches!(c, '.' | '*' | '>' | '/' | '\\') || c.is_whitespace() || c.is_control()) {
+        if let Some(c) =
+            st.chars().find(|c| matches!(c, '.' | '*' | '>' | '/' | '\\') || c.is_whitespace() || c.is_control())
+        {
             return Err(format!(
                 "{ERR} `stream` {st:?} contains {c:?}; stream names allow no '.', '*', '>', '/', '\\', whitespace or control characters"
             ));
@@ -115,7 +117,10 @@ impl Params {
             return Err(format!("{ERR} `replicas` {} is outside 1..=5", self.replicas));
         }
         if self.max_msgs < 0 {
-            return Err(format!("{ERR} `max_msgs` {} is negative; give 0 for unlimited or a positive limit", self.max_msgs));
+            return Err(format!(
+                "{ERR} `max_msgs` {} is negative; give 0 for unlimited or a positive limit",
+                self.max_msgs
+            ));
         }
         Ok(())
     }

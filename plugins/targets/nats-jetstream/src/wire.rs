@@ -58,9 +58,8 @@ mod tests {
 
     /// A literal NATS subject: non-empty tokens, no wildcards, no whitespace.
     fn is_literal_subject(s: &str) -> bool {
-        s.split('.').all(|t| {
-            !t.is_empty() && !t.chars().any(|c| matches!(c, '*' | '>') || c.is_whitespace() || c.is_control())
-        })
+        s.split('.')
+            .all(|t| !t.is_empty() && !t.chars().any(|c| matches!(c, '*' | '>') || c.is_whitespace() || c.is_control()))
     }
 
     /// NATS subject matching of a literal subject against a filter.
