@@ -3,6 +3,14 @@
 //! and take snapshots at the start and end of a step (publish/messages/dropped
 //! is the one a pass rule reads: deliveries dropped because a subscriber's
 //! queue was full).
+//!
+//! mosquitto republishes a `$SYS` value only when it changes, and keeps the
+//! retained copy for about a minute: on a broker up for longer, a counter
+//! that has not moved is never delivered to a new subscriber. Since the
+//! subscription is made before step 1, a counter that was not published
+//! between the step's start and a `$SYS` heartbeat (`uptime`, which changes
+//! every interval) after its end did not change in the step: its delta is 0,
+//! measured ([`BrokerSys::unchanged_since_subscribed`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,9 +21,13 @@ use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use crate::results::BrokerCounter;
 
 pub const DROPPED: &str = "$SYS/broker/publish/messages/dropped";
+/// Changes every `sys_interval`, so it is republished every interval.
+pub const UPTIME: &str = "$SYS/broker/uptime";
 
 pub struct BrokerSys {
     latest: Arc<Mutex<BTreeMap<String, f64>>>,
+    /// When the last `uptime` heartbeat arrived.
+    heartbeat: Arc<Mutex<Option<std::time::Instant>>>,
     task: tokio::task::JoinHandle<()>,
     client: AsyncClient,
 }
@@ -30,7 +42,8 @@ impl BrokerSys {
         }
         let (client, mut ev) = AsyncClient::new(o, 64);
         let latest = Arc::new(Mutex::new(BTreeMap::new()));
-        let l = latest.clone();
+        let heartbeat = Arc::new(Mutex::new(None));
+        let (l, hb) = (latest.clone(), heartbeat.clone());
         let c = client.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -45,6 +58,9 @@ impl BrokerSys {
                             .and_then(|t| t.parse::<f64>().ok())
                         {
                             l.lock().unwrap().insert(p.topic.clone(), v);
+                            if p.topic == UPTIME {
+                                *hb.lock().unwrap() = Some(std::time::Instant::now());
+                            }
                         }
                     }
                     Ok(_) => {}
@@ -52,7 +68,33 @@ impl BrokerSys {
                 }
             }
         });
-        BrokerSys { latest, task, client }
+        BrokerSys { latest, heartbeat, task, client }
+    }
+
+    /// Whether a heartbeat arrived after `t`, waiting up to `wait` for one.
+    pub async fn heartbeat_after(&self, t: std::time::Instant, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if self.heartbeat.lock().unwrap().is_some_and(|h| h > t) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `topic` was never published while subscribed from before a step
+    /// (whose start snapshot is `before`) until a heartbeat after its end:
+    /// it did not change.
+    pub fn unchanged_since_subscribed(
+        before: &BTreeMap<String, f64>,
+        after: &BTreeMap<String, f64>,
+        topic: &str,
+        heartbeat_after_end: bool,
+    ) -> bool {
+        before.contains_key(UPTIME) && heartbeat_after_end && !before.contains_key(topic) && !after.contains_key(topic)
     }
 
     pub fn snapshot(&self) -> BTreeMap<String, f64> {
@@ -62,6 +104,26 @@ impl BrokerSys {
     pub fn stop(self) {
         let _ = self.client.try_disconnect();
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_not_republished_on_a_long_running_broker_is_unchanged_only_with_heartbeats() {
+        let before: BTreeMap<String, f64> = [(UPTIME.to_string(), 400.0)].into_iter().collect();
+        let after: BTreeMap<String, f64> = [(UPTIME.to_string(), 470.0)].into_iter().collect();
+        assert!(BrokerSys::unchanged_since_subscribed(&before, &after, DROPPED, true));
+        // No heartbeat after the step: cannot tell.
+        assert!(!BrokerSys::unchanged_since_subscribed(&before, &after, DROPPED, false));
+        // $SYS hidden altogether (no uptime either): not measured.
+        assert!(!BrokerSys::unchanged_since_subscribed(&BTreeMap::new(), &BTreeMap::new(), DROPPED, true));
+        // Published during the step: the delta says so, not this.
+        let mut moved = after.clone();
+        moved.insert(DROPPED.into(), 3.0);
+        assert!(!BrokerSys::unchanged_since_subscribed(&before, &moved, DROPPED, true));
     }
 }
 

@@ -46,6 +46,79 @@ fn provisional() -> String {
     PROVISIONAL.into()
 }
 
+/// The limit of a step rule that is not a probe (`step_rules` in the file).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleLimit {
+    pub limit_s: f64,
+    #[serde(default = "provisional")]
+    pub source: String,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// Limits of the rules that catch a SUT that stalls or falls behind its
+/// schedule, whatever the generator's buffers (`verdict.rs`):
+///
+/// ```json
+/// {"step_rules": {"ack_latency_p99": {"limit_s": 10, "source": "...", "note": "..."},
+///                 "silence": {"limit_s": 5, "source": "...", "note": "..."}}}
+/// ```
+///
+/// Either may be left out (its built-in default applies).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepRules {
+    /// Intended-time acknowledgement latency p99 over the soak.
+    #[serde(default = "default_ack_latency")]
+    pub ack_latency_p99: RuleLimit,
+    /// The longest stretch with readings waiting and no answer.
+    #[serde(default = "default_silence")]
+    pub silence: RuleLimit,
+}
+
+const RULES_SOURCE: &str = "built-in default: chosen so a 20 s outage in a 60 s soak fails and a 2 s hiccup passes";
+
+fn default_ack_latency() -> RuleLimit {
+    RuleLimit {
+        limit_s: 10.0,
+        source: RULES_SOURCE.into(),
+        note: "p99 of acknowledgement latency from each reading's intended send time (coordinated-omission-safe, as wrk2 measures); a third of a soak frozen puts it at the freeze's length".into(),
+    }
+}
+
+fn default_silence() -> RuleLimit {
+    RuleLimit {
+        limit_s: 5.0,
+        source: RULES_SOURCE.into(),
+        note: "readings waited and the SUT answered nothing for longer than this: a stall, whatever the generator's in-flight window".into(),
+    }
+}
+
+impl Default for StepRules {
+    fn default() -> StepRules {
+        StepRules { ack_latency_p99: default_ack_latency(), silence: default_silence() }
+    }
+}
+
+const RULES_SHAPE: &str = r#"{"step_rules": {"ack_latency_p99": {"limit_s": 10, "source": "...", "note": "..."}, "silence": {"limit_s": 5}}}"#;
+
+fn parse_rules(v: serde_json::Value, file: &Path) -> Result<StepRules, UsageError> {
+    let file = file.display();
+    let rules: StepRules = serde_json::from_value(v).map_err(|e| {
+        UsageError(format!("{file}: `step_rules`: {e}\nhint: the step rules look like {RULES_SHAPE} (limits in seconds)"))
+    })?;
+    for (name, r) in [("ack_latency_p99", &rules.ack_latency_p99), ("silence", &rules.silence)] {
+        if !r.limit_s.is_finite() || r.limit_s <= 0.0 {
+            return Err(UsageError(format!(
+                "{file}: step rule `{name}`: `limit_s` is {}, but a limit must be a number of seconds greater than 0\nhint: leave the rule out to use its built-in default",
+                r.limit_s
+            )));
+        }
+    }
+    Ok(rules)
+}
+
 /// The budgets of a run, by probe name.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Budgets {
@@ -54,6 +127,8 @@ pub struct Budgets {
     pub probes: BTreeMap<String, Budget>,
     /// Budgets by probe set (the `probe_sets` form); empty for the flat form.
     pub sets: BTreeMap<String, BTreeMap<String, Budget>>,
+    /// Limits of the stall and latency rules.
+    pub rules: StepRules,
 }
 
 #[derive(Deserialize)]
@@ -114,9 +189,19 @@ impl Budgets {
     /// Parse `text`; `path` is only used in messages and kept in the result.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Budgets> {
         let usage = |msg: String| -> anyhow::Error { UsageError(msg).into() };
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             usage(format!("{} is not valid JSON: {e}\nhint: the file looks like {SETS_SHAPE}", path.display()))
         })?;
+        let Some(rules) = value.as_object_mut().and_then(|o| o.remove("step_rules")) else {
+            return Budgets::parse_probes(text, &value, path);
+        };
+        let rules = parse_rules(rules, path)?;
+        let rest = value.to_string();
+        Ok(Budgets { rules, ..Budgets::parse_probes(&rest, &value, path)? })
+    }
+
+    fn parse_probes(text: &str, value: &serde_json::Value, path: &Path) -> anyhow::Result<Budgets> {
+        let usage = |msg: String| -> anyhow::Error { UsageError(msg).into() };
         let Some(sets) = value.get("probe_sets") else { return Budgets::parse_flat(text, path) };
         let file = path.display();
         if let Some(extra) = value.as_object().and_then(|o| o.keys().find(|k| *k != "probe_sets")) {
@@ -133,7 +218,7 @@ impl Budgets {
             let label = PathBuf::from(format!("{file} (probe set `{name}`)"));
             out.insert(name.clone(), Budgets::parse_flat(&one, &label)?.probes);
         }
-        Ok(Budgets { path: path.to_path_buf(), probes: BTreeMap::new(), sets: out })
+        Ok(Budgets { path: path.to_path_buf(), probes: BTreeMap::new(), sets: out, rules: StepRules::default() })
     }
 
     /// The budgets of probe set `name`: its own in the `probe_sets` form,
@@ -143,7 +228,7 @@ impl Budgets {
             return Some(self.clone());
         }
         let probes = self.sets.get(name)?.clone();
-        Some(Budgets { path: self.path.clone(), probes, sets: BTreeMap::new() })
+        Some(Budgets { path: self.path.clone(), probes, sets: BTreeMap::new(), rules: self.rules.clone() })
     }
 
     /// The probe sets the file has budgets for (empty for the flat form).
@@ -179,7 +264,7 @@ impl Budgets {
                 b.source = PROVISIONAL.into();
             }
         }
-        Ok(Budgets { path: path.to_path_buf(), probes, sets: BTreeMap::new() })
+        Ok(Budgets { path: path.to_path_buf(), probes, sets: BTreeMap::new(), rules: StepRules::default() })
     }
 
     pub fn get(&self, probe: &str) -> Option<&Budget> {
@@ -275,6 +360,22 @@ mod tests {
         assert!(all.for_set("nonesuch").is_none());
         assert!(b.get("latest-all").is_some_and(|x| x.budget_s > 0.0 && x.source == "provisional"));
         assert!(b.names().count() >= 3);
+    }
+
+    #[test]
+    fn step_rules_are_read_with_their_source_and_default_when_absent() {
+        let b = parse(r#"{"step_rules": {"silence": {"limit_s": 2.5, "source": "ops"}}, "probes": {}}"#).unwrap();
+        assert_eq!(b.rules.silence.limit_s, 2.5);
+        assert_eq!(b.rules.silence.source, "ops");
+        assert_eq!(b.rules.ack_latency_p99, StepRules::default().ack_latency_p99);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../budgets.json");
+        let all = Budgets::load(&path).unwrap();
+        assert!(all.rules.silence.source.contains("20 s"), "{:?}", all.rules);
+        assert_eq!(all.for_set("haystack").unwrap().rules, all.rules);
+        let e = parse(r#"{"step_rules": {"silence": {"limit_ms": 5}}, "probes": {}}"#).unwrap_err();
+        assert!(e.contains("`step_rules`") && e.contains("limit_ms") && e.contains("hint:"), "{e}");
+        let e = parse(r#"{"step_rules": {"silence": {"limit_s": 0}}, "probes": {}}"#).unwrap_err();
+        assert!(e.contains("step rule `silence`") && e.contains("greater than 0"), "{e}");
     }
 
     #[test]

@@ -63,12 +63,24 @@ fn median(v: &[f64]) -> Option<f64> {
     quantile(&v, 0.5)
 }
 
-/// Lag metrics from the canaries sent in `[from_ms, to_ms)` (the soak) and
-/// all canaries for loss.
-pub fn summarize(sent: &[(u64, i64)], seen: &Seen, soak_from_ms: i64) -> Lag {
+/// A canary's outcome: "ok" (stored), "lost" (acknowledged, never stored)
+/// or "unknown" (never acknowledged: nothing says the SUT took it).
+pub fn outcome(seq: u64, seen: &Seen, acked: &BTreeMap<u64, i64>) -> &'static str {
+    if seen.seen.contains_key(&seq) {
+        "ok"
+    } else if acked.contains_key(&seq) {
+        "lost"
+    } else {
+        "unknown"
+    }
+}
+
+/// Lag metrics from the canaries sent in the soak (from `soak_from_ms`) and
+/// all canaries for loss; `acked` is when each canary's ack arrived.
+pub fn summarize(sent: &[(u64, i64)], seen: &Seen, acked: &BTreeMap<u64, i64>, soak_from_ms: i64) -> Lag {
     let mut lags_in_order = Vec::new();
     let mut all = Vec::new();
-    let mut lost = 0;
+    let (mut lost, mut unknown) = (0, 0);
     for (seq, ts) in sent {
         match seen.seen.get(seq) {
             Some((_, at)) => {
@@ -78,7 +90,8 @@ pub fn summarize(sent: &[(u64, i64)], seen: &Seen, soak_from_ms: i64) -> Lag {
                     lags_in_order.push(lag);
                 }
             }
-            None => lost += 1,
+            None if acked.contains_key(seq) => lost += 1,
+            None => unknown += 1,
         }
     }
     let mut sorted = all.clone();
@@ -87,11 +100,55 @@ pub fn summarize(sent: &[(u64, i64)], seen: &Seen, soak_from_ms: i64) -> Lag {
     Lag {
         canaries_sent: sent.len() as u64,
         lost,
+        unknown,
         p50_s: quantile(&sorted, 0.5),
         p95_s: quantile(&sorted, 0.95),
         max_s: sorted.last().copied(),
         first_third_median_s: if third > 0 { median(&lags_in_order[..third]) } else { None },
         last_third_median_s: if third > 0 { median(&lags_in_order[lags_in_order.len() - third..]) } else { None },
         poll_interval_s: POLL.as_secs_f64(),
+    }
+}
+
+/// Every canary's life, times in seconds from `origin_ms`.
+pub fn records(
+    sent: &[(u64, i64)],
+    seen: &Seen,
+    acked: &BTreeMap<u64, i64>,
+    origin_ms: i64,
+) -> Vec<crate::results::CanaryRecord> {
+    let rel = |ms: i64| (ms - origin_ms) as f64 / 1e3;
+    sent.iter()
+        .map(|(seq, ts)| {
+            let stored = seen.seen.get(seq).map(|(_, at)| *at);
+            crate::results::CanaryRecord {
+                seq: *seq,
+                sent_s: rel(*ts),
+                acked_s: acked.get(seq).map(|a| rel(*a)),
+                stored_s: stored.map(rel),
+                lag_s: stored.map(|at| (at - ts) as f64 / 1e3),
+                outcome: outcome(*seq, seen, acked).into(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_canary_never_acknowledged_is_unknown_not_lost() {
+        let sent = vec![(1, 1_000), (2, 3_000), (3, 5_000)];
+        let mut seen = Seen::default();
+        seen.seen.insert(1, (1_000, 1_200));
+        let acked: BTreeMap<u64, i64> = [(1, 1_010), (2, 3_010)].into_iter().collect();
+        let lag = summarize(&sent, &seen, &acked, 0);
+        assert_eq!((lag.lost, lag.unknown), (1, 1));
+        let r = records(&sent, &seen, &acked, 0);
+        let outcomes: Vec<&str> = r.iter().map(|c| c.outcome.as_str()).collect();
+        assert_eq!(outcomes, ["ok", "lost", "unknown"]);
+        assert_eq!(r[0].lag_s, Some(0.2));
+        assert_eq!(r[2].acked_s, None);
     }
 }

@@ -332,19 +332,7 @@ pub async fn run(
     Ok(result)
 }
 
-/// The ceiling: the highest passing step below the first failure (with
-/// `--continue-on-fail`, a pass above a failure is not a ceiling).
-pub fn ceiling(steps: impl IntoIterator<Item = (u64, Status)>) -> Option<u64> {
-    let mut best = None;
-    for (points, status) in steps {
-        match status {
-            Status::Fail => break,
-            Status::Pass => best = Some(points),
-            _ => {}
-        }
-    }
-    best
-}
+pub use crate::results::ceiling_of as ceiling;
 
 /// How long the one-reading check waits for the ack, then for storage.
 const CHECK_ACK_WAIT: Duration = Duration::from_secs(15);
@@ -375,6 +363,7 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
         address: Arc::from(m.address.as_str()),
         payload: bytes::Bytes::from(m.payload),
         carries: Carries::Canary { seq },
+        intended_ms: crate::clock::now_ms(),
     }];
     let sent = transport.senders()[0].send(batch).await.is_ok();
     let deadline = Instant::now() + CHECK_ACK_WAIT;

@@ -28,6 +28,7 @@ pub mod format;
 pub mod guard;
 pub mod hardware;
 pub mod ladder;
+pub mod latency;
 pub mod live_safety;
 pub mod loadgen;
 pub mod output;

@@ -42,6 +42,16 @@ pub struct LoadSpec {
     pub sample_period_ms: u64,
     /// First canary sequence number to use (continues across steps).
     pub first_canary_seq: u64,
+    /// When the schedule starts (ms since the epoch, a whole second);
+    /// None: the next whole second at least 200 ms ahead ([`start_ms_after`]).
+    pub start_ms: Option<i64>,
+}
+
+/// The schedule's start for a load asked for at `now_ms`: a whole second
+/// at least 200 ms ahead, so per-second windows of payload ts cover whole
+/// seconds of load.
+pub fn start_ms_after(now_ms: i64) -> i64 {
+    (now_ms + 200).div_euclid(1000) * 1000 + 1000
 }
 
 /// Live view of the producer, for progress lines and samples.
@@ -124,9 +134,7 @@ pub fn produce(
     let conns = senders.len().max(1) as u64;
 
     let start_wall = now_ms();
-    // Start on a whole second (at least 200 ms ahead), so per-second windows
-    // of payload ts cover whole seconds of load.
-    let start_ms = (start_wall + 200).div_euclid(1000) * 1000 + 1000;
+    let start_ms = spec.start_ms.filter(|s| *s >= start_wall).unwrap_or_else(|| start_ms_after(start_wall));
     let start_instant = Instant::now() + Duration::from_millis((start_ms - start_wall) as u64);
     let duration_ms = spec.duration.as_millis() as u64;
     let end_ms = start_ms + duration_ms as i64;
@@ -169,6 +177,7 @@ pub fn produce(
                 break 'outer;
             }
             if now < due {
+                live.behind_ms.store(0, Ordering::Relaxed);
                 std::thread::sleep(due - now);
             } else {
                 let late = (now - due).as_millis() as u64;
@@ -193,7 +202,7 @@ pub fn produce(
                 let readings = Readings { points, values, ts_ms };
                 let enc = plugins.adapter.encode(&readings)?;
                 check_encoded(&plugins.adapter, &enc, addresses.len(), readings.points.len())?;
-                split_encoded(enc, &readings, addresses, |tag, m, carries| {
+                split_encoded(enc, &readings, addresses, slot_start_ms, |tag, m, carries| {
                     let (batch, carried) = &mut batches[(tag as u64 % conns) as usize];
                     batch.push(m);
                     *carried += carries as u64;
@@ -208,6 +217,7 @@ pub fn produce(
                     address,
                     payload: Bytes::from(m.payload),
                     carries: Carries::Canary { seq: canary_seq },
+                    intended_ms: next_canary_ms,
                 });
                 canaries_in_batch.push((canary_seq, next_canary_ms));
                 canary_seq += 1;
@@ -220,7 +230,7 @@ pub fn produce(
                 }
                 let b = std::mem::take(batch);
                 let readings = std::mem::take(carried);
-                match send_until(&senders[c], b, stop, end_instant, &mut waited) {
+                match send_until(&senders[c], b, stop, end_instant, &mut waited, Some((due, live))) {
                     Sent::Yes => {
                         offered += readings;
                         *offered_by_wall_second.entry(now_ms().div_euclid(1000)).or_default() += readings;
@@ -252,10 +262,11 @@ pub fn produce(
             address: Arc::from(m.address.as_str()),
             payload: Bytes::from(m.payload),
             carries: Carries::Canary { seq: canary_seq },
+            intended_ms: ts,
         }];
         let mut extra = Duration::ZERO;
-        if send_until(&senders[0], batch, stop, Instant::now().max(end_instant) + Duration::from_secs(5), &mut extra)
-            == Sent::Yes
+        let deadline = Instant::now().max(end_instant) + Duration::from_secs(5);
+        if send_until(&senders[0], batch, stop, deadline, &mut extra, None) == Sent::Yes
         {
             live.canaries.lock().unwrap().push((canary_seq, ts));
             canary_seq += 1;
@@ -292,13 +303,15 @@ enum Sent {
 /// Hand a batch to a connection, waiting while its channel is full, but
 /// never past `deadline` or `stop`: a broker that stops acknowledging must
 /// not pin the producer (and Ctrl-C) forever. Time spent waiting adds to
-/// `waited`.
+/// `waited`; while it waits, the live view shows how far behind the slot
+/// due at `due` the producer is (not only when it reaches its next slot).
 fn send_until(
     tx: &mpsc::Sender<Batch>,
     mut batch: Batch,
     stop: &AtomicBool,
     deadline: Instant,
     waited: &mut Duration,
+    behind: Option<(Instant, &ProducerLive)>,
 ) -> Sent {
     let mut since: Option<Instant> = None;
     let out = loop {
@@ -315,6 +328,9 @@ fn send_until(
                     break Sent::Deadline;
                 }
                 batch = b;
+                if let Some((due, live)) = behind {
+                    live.behind_ms.store(now.saturating_duration_since(due).as_millis() as u64, Ordering::Relaxed);
+                }
                 // Channels hold several slots of work: 1 ms of latency costs
                 // nothing, and fewer wake-ups leave the CPU to the server.
                 std::thread::sleep(Duration::from_millis(1));
@@ -335,6 +351,7 @@ pub fn split_encoded(
     enc: plugin_runtime::adapter_types::EncodedBatch,
     readings: &Readings,
     addresses: &[Arc<str>],
+    intended_ms: i64,
     mut each: impl FnMut(u32, Message, u32),
 ) {
     let payload = Bytes::from(enc.payload);
@@ -349,7 +366,12 @@ pub fn split_encoded(
         let address = addresses[enc.address_of[i] as usize].clone();
         each(
             tag,
-            Message { address, payload: payload.slice(begin..end), carries: Carries::Readings { n: carries, ts_s } },
+            Message {
+                address,
+                payload: payload.slice(begin..end),
+                carries: Carries::Readings { n: carries, ts_s },
+                intended_ms,
+            },
             carries,
         );
         begin = end;
@@ -400,6 +422,7 @@ pub fn topology_messages(
             address: Arc::from(m.address.as_str()),
             payload: Bytes::from(m.payload),
             carries: Carries::Topology,
+            intended_ms: now_ms(),
         })
         .collect())
 }

@@ -59,16 +59,18 @@ pub struct Hardware {
     pub hostname: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
     Fail,
+    /// Not judged yet, or not judgeable: never a pass by default.
+    #[default]
     Inconclusive,
     Interrupted,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StepResult {
     pub points: u64,
     pub status: Status,
@@ -98,6 +100,97 @@ pub struct StepResult {
     /// Live-safety samples (host load per CPU, live URL latency).
     #[serde(default)]
     pub live_safety: Vec<crate::live_safety::LiveSample>,
+    /// Acknowledgement latency from each reading's intended send time and
+    /// from its actual send, over the soak; the longest silence.
+    #[serde(default)]
+    pub ack_latency: AckLatency,
+    /// Every reading offered, classified as Jepsen does.
+    #[serde(default)]
+    pub outcomes: Outcomes,
+    /// Per wall-clock second of the step: offered, acked, refused, stored,
+    /// ack latency p99.
+    #[serde(default)]
+    pub series: Series,
+    /// Every canary: when it was sent, acknowledged and stored, its lag and outcome.
+    #[serde(default)]
+    pub canaries: Vec<CanaryRecord>,
+}
+
+impl StepResult {
+    /// The soak's start, ms since the epoch (when the series say so).
+    pub fn soak_from_ms(&self) -> Option<i64> {
+        (self.series.start_unix_s > 0).then(|| self.series.start_unix_s * 1000 + (self.series.soak_from_s * 1e3) as i64)
+    }
+}
+
+/// Acknowledgement latency of a step's soak (see `latency.rs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AckLatency {
+    /// From each reading's intended (scheduled) send time: what a client of
+    /// the SUT waited, whatever the generator's buffers held.
+    pub intended: crate::latency::Quantiles,
+    /// From the actual send (service time).
+    pub service: crate::latency::Quantiles,
+    /// The longest stretch with readings waiting and no answer from the SUT
+    /// (on the connection that waited longest), in seconds; None when
+    /// nothing was offered.
+    pub longest_silence_s: Option<f64>,
+    /// Where it lay, seconds from the soak's start.
+    pub silence_from_soak_s: Option<f64>,
+    pub silence_to_soak_s: Option<f64>,
+    /// True when no connection had any answer in the silence's whole seconds.
+    #[serde(default)]
+    pub silence_total: bool,
+}
+
+/// Outcomes of the readings offered, as Jepsen classifies them: ok (acked
+/// and stored), lost (acked, never stored: data loss), unknown (never
+/// acknowledged: not loss); refused (answered with a refusal) and
+/// not_offered (the wall-clock end came first) beside them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Outcomes {
+    pub ok: u64,
+    pub lost: u64,
+    pub unknown: u64,
+    pub refused: u64,
+    pub not_offered: u64,
+}
+
+/// Per-second series of a step. Index k is the wall-clock second
+/// `start_unix_s + k`; the load starts at index 0.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Series {
+    pub start_unix_s: i64,
+    /// Where the soak starts, seconds from `start_unix_s`.
+    pub soak_from_s: f64,
+    /// Where the load ends, seconds from `start_unix_s` (acks may follow in the drain).
+    pub load_end_s: f64,
+    /// Readings handed to the transport, by second of hand-over.
+    pub offered: Vec<u64>,
+    /// Readings acknowledged, by second the acknowledgement arrived.
+    pub acked: Vec<u64>,
+    /// Readings refused, by second the answer arrived.
+    pub refused: Vec<u64>,
+    /// Readings stored, by second of payload ts (the schedule's second).
+    pub stored_by_payload: Vec<u64>,
+    /// Intended-time ack latency p99 of the acks that arrived in the
+    /// second, seconds; None where nothing was acknowledged.
+    pub ack_latency_p99_s: Vec<Option<f64>>,
+}
+
+/// One canary's life.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CanaryRecord {
+    pub seq: u64,
+    /// Scheduled send time, seconds from the series' start.
+    pub sent_s: f64,
+    /// When its acknowledgement arrived (None: never acknowledged).
+    pub acked_s: Option<f64>,
+    /// When storage was first seen holding it (None: never seen).
+    pub stored_s: Option<f64>,
+    pub lag_s: Option<f64>,
+    /// "ok" (stored), "lost" (acknowledged, never stored) or "unknown" (never acknowledged).
+    pub outcome: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -190,7 +283,11 @@ pub struct Ingest {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Lag {
     pub canaries_sent: u64,
+    /// Canaries acknowledged and never stored within the drain timeout.
     pub lost: u64,
+    /// Canaries never acknowledged: their fate is unknown, not loss.
+    #[serde(default)]
+    pub unknown: u64,
     pub p50_s: Option<f64>,
     pub p95_s: Option<f64>,
     pub max_s: Option<f64>,
@@ -327,7 +424,27 @@ pub struct Topology {
     pub publish_s: f64,
 }
 
+/// The ceiling: the highest passing step below the first failure (with
+/// `--continue-on-fail`, a pass above a failure is not a ceiling). The one
+/// rule the ladder, the table, the report and compare use.
+pub fn ceiling_of(steps: impl IntoIterator<Item = (u64, Status)>) -> Option<u64> {
+    let mut best = None;
+    for (points, status) in steps {
+        match status {
+            Status::Fail => break,
+            Status::Pass => best = Some(points),
+            _ => {}
+        }
+    }
+    best
+}
+
 impl RunResult {
+    /// The run's ceiling, from its steps ([`ceiling_of`]).
+    pub fn ceiling(&self) -> Option<u64> {
+        ceiling_of(self.steps.iter().map(|s| (s.points, s.status)))
+    }
+
     /// Write atomically: a temporary file in the same directory, then rename.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;

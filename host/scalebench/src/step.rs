@@ -187,6 +187,8 @@ struct Offered {
     interrupted: bool,
     /// Services still frozen by a calibration fault when the load ended.
     frozen: Vec<String>,
+    /// When the producer returned (the load's end).
+    load_ended: Instant,
 }
 
 fn disk_check(
@@ -231,7 +233,12 @@ async fn offer(
         duration: cfg.warmup + cfg.soak,
         sample_period_ms: session.period_ms,
         first_canary_seq: session.next_canary_seq,
+        start_ms: Some(loadgen::start_ms_after(crate::clock::now_ms())),
     };
+    // Readings due from the soak's start are in the step's latency histograms.
+    if let Some(start) = spec.start_ms {
+        transport.live().soak_from_ms.store(start + cfg.warmup.as_millis() as i64, Ordering::Relaxed);
+    }
     // The producer stops on Ctrl-C or when this step must end early (live-safety).
     let step_stop = Arc::new(AtomicBool::new(false));
     let mut plugins =
@@ -298,6 +305,7 @@ async fn offer(
         live_samples: Vec::new(),
         interrupted: false,
         frozen: Vec::new(),
+        load_ended: Instant::now(),
     };
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
     let probes_until = Arc::new(AtomicBool::new(false));
@@ -507,6 +515,7 @@ async fn offer(
     o.frozen = thaw.into_iter().map(|(_, s)| s).collect();
     o.written_at_end = session.count.rows_written().await.map(|(n, _)| (Instant::now(), n));
     let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
+    o.load_ended = Instant::now();
     session.model = Some(plugins_back.model);
     session.encoder = Some(plugins_back.adapter);
     o.interrupted = env.stop.load(Ordering::Relaxed);
@@ -627,10 +636,17 @@ async fn drain(
             }
         }
     }
-    // Every canary stored (the last one follows the last reading), or the drain timeout.
+    // Every canary the SUT acknowledged stored (the last one follows the last
+    // reading), or the drain timeout. A canary never acknowledged is
+    // unknown, not lost: nothing says the SUT took it, so it is not waited for.
+    let expected: Vec<u64> = sent
+        .iter()
+        .map(|(seq, _)| *seq)
+        .filter(|seq| !session.carrier.acks_expected() || counts.canary_acked_at.contains_key(seq))
+        .collect();
     let drain_deadline = Instant::now() + if o.interrupted { Duration::from_secs(2) } else { cfg.drain_timeout };
     while Instant::now() < drain_deadline {
-        if o.seen.lock().unwrap().seen.len() >= sent.len() {
+        if expected.iter().all(|seq| o.seen.lock().unwrap().seen.contains_key(seq)) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -688,6 +704,62 @@ struct Counted {
     stored_rps: Option<f64>,
     broker: BTreeMap<String, BrokerCounter>,
     dropped: Option<f64>,
+    series: Series,
+    ack_latency: AckLatency,
+}
+
+/// The step's per-second series, second 0 being the load's first.
+fn series(r: &ProducerReport, counts: &AckCounts, stored: &BTreeMap<i64, u64>, soak_from_ms: i64) -> Series {
+    let start = r.start_ms.div_euclid(1000);
+    let last_key = |m: &BTreeMap<i64, u64>| m.keys().next_back().copied().unwrap_or(start);
+    let end = [
+        (r.end_ms - 1).div_euclid(1000),
+        last_key(&r.offered_by_wall_second),
+        last_key(&counts.acked_by_arrival_second),
+        last_key(&counts.refused_by_arrival_second),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(start)
+    .max(start);
+    let per = |m: &BTreeMap<i64, u64>| (start..=end).map(|s| m.get(&s).copied().unwrap_or(0)).collect::<Vec<u64>>();
+    let stored_in_load: BTreeMap<i64, u64> =
+        stored.range(start..r.end_ms.div_euclid(1000) + 1).map(|(k, v)| (*k, *v)).collect();
+    Series {
+        start_unix_s: start,
+        soak_from_s: (soak_from_ms - start * 1000) as f64 / 1e3,
+        load_end_s: (r.end_ms - start * 1000) as f64 / 1e3,
+        offered: per(&r.offered_by_wall_second),
+        acked: per(&counts.acked_by_arrival_second),
+        refused: per(&counts.refused_by_arrival_second),
+        stored_by_payload: per(&stored_in_load),
+        ack_latency_p99_s: (start..=end).map(|s| counts.latency.p99_in_second_s(s)).collect(),
+    }
+}
+
+/// Latency quantiles and the longest silence, placed in the soak.
+fn ack_latency(counts: &AckCounts, soak_from_ms: i64) -> AckLatency {
+    let l = &counts.latency;
+    let mut a = AckLatency {
+        intended: crate::latency::Quantiles::of(&l.intended_us),
+        service: crate::latency::Quantiles::of(&l.service_us),
+        ..Default::default()
+    };
+    match l.longest_silence {
+        Some(sil) => {
+            a.longest_silence_s = Some(sil.len_ms() as f64 / 1e3);
+            a.silence_from_soak_s = Some((sil.from_ms - soak_from_ms) as f64 / 1e3);
+            a.silence_to_soak_s = Some((sil.to_ms - soak_from_ms) as f64 / 1e3);
+            // Total when no connection had any answer in the silence's whole seconds.
+            let inner = (sil.from_ms.div_euclid(1000) + 1)..sil.to_ms.div_euclid(1000);
+            a.silence_total = counts.acked_by_arrival_second.range(inner.clone()).all(|(_, n)| *n == 0)
+                && counts.refused_by_arrival_second.range(inner).all(|(_, n)| *n == 0);
+        }
+        // Answers came and none waited: no silence, measured.
+        None if counts.settled_msgs > 0 => a.longest_silence_s = Some(0.0),
+        None => {}
+    }
+    a
 }
 
 async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> anyhow::Result<Counted> {
@@ -736,13 +808,26 @@ async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> a
         (Some((t0, n0)), Some((t1, n1))) if t1 > t0 => Some((n1 - n0).max(0.0) / t1.duration_since(t0).as_secs_f64()),
         _ => None,
     };
+    let heartbeat = match env.sys {
+        Some(s) => s.heartbeat_after(o.load_ended, Duration::from_secs(12)).await,
+        None => false,
+    };
     let sys_after = env.sys.map(|s| s.snapshot()).unwrap_or_default();
-    let broker = broker_sys::compare(&o.sys_before, &sys_after);
+    let mut broker = broker_sys::compare(&o.sys_before, &sys_after);
     let dropped = if env.sys.is_some() && sys_after.contains_key(DROPPED) {
         broker.get("publish/messages/dropped").and_then(|c| c.delta)
+    } else if env.sys.is_some() && BrokerSys::unchanged_since_subscribed(&o.sys_before, &sys_after, DROPPED, heartbeat)
+    {
+        // Not republished because it did not change (a broker up for long).
+        broker.insert(
+            "publish/messages/dropped".into(),
+            BrokerCounter { before: None, after: None, delta: Some(0.0) },
+        );
+        Some(0.0)
     } else {
         None
     };
+    let soak_from_ms = r.start_ms + cfg.warmup.as_millis() as i64;
     Ok(Counted {
         acked,
         stored,
@@ -757,6 +842,8 @@ async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> a
         stored_rps,
         broker,
         dropped,
+        series: series(r, &d.counts, &d.stored_by_second, soak_from_ms),
+        ack_latency: ack_latency(&d.counts, soak_from_ms),
     })
 }
 
@@ -806,7 +893,15 @@ async fn assemble(
         }
     }
     let (db, durability) = read_stats(session, c.stored_rps).await;
-    let lag = canary::summarize(&d.sent, &o.seen.lock().unwrap(), o.report.start_ms + cfg.warmup.as_millis() as i64);
+    let soak_from_ms = o.report.start_ms + cfg.warmup.as_millis() as i64;
+    let (lag, canaries) = {
+        let seen = o.seen.lock().unwrap();
+        let acked = &d.counts.canary_acked_at;
+        (
+            canary::summarize(&d.sent, &seen, acked, soak_from_ms),
+            canary::records(&d.sent, &seen, acked, c.series.start_unix_s * 1000),
+        )
+    };
 
     let mut unmeasured = std::mem::take(&mut o.unmeasured);
     if env.sys.is_some() && c.dropped.is_none() {
@@ -888,11 +983,22 @@ async fn assemble(
         topology,
         unmeasured,
         live_safety: std::mem::take(&mut o.live_samples),
+        outcomes: Outcomes {
+            ok: c.stored,
+            lost: c.missing,
+            unknown: r.readings_offered.saturating_sub(counts.readings_acked + counts.readings_rejected),
+            refused: counts.readings_rejected,
+            not_offered: r.readings_scheduled.saturating_sub(r.readings_offered),
+        },
+        ack_latency: c.ack_latency,
+        series: c.series,
+        canaries,
     };
     let mut ctx = verdict::Context {
         interrupted: o.interrupted,
         disk_low: o.disk_low,
         live_safety: o.live_safety.clone(),
+        rules: env.budgets.rules.clone(),
         ..Default::default()
     };
     ctx.sut_failures.extend(d.stream_note);
@@ -904,11 +1010,7 @@ async fn assemble(
         ));
     }
     if counts.readings_rejected > 0 {
-        ctx.sut_failures.push(format!(
-            "the SUT refused {} readings it was sent (not acknowledged: {})",
-            counts.readings_rejected,
-            counts.error_samples.join("; ")
-        ));
+        ctx.refusals = counts.error_samples.clone();
     }
     ctx.sut_failures.extend(d.drain_note);
     if o.report.stopped_early && !o.interrupted && o.live_safety.is_none() {

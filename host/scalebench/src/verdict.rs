@@ -1,8 +1,16 @@
 //! The pass rules of a step (after the original Baler scale-test plan), in one place.
 //!
 //! A step passes only if the system under test kept up:
+//! - nothing refused: a reading the SUT answered with a refusal fails the
+//!   step first;
 //! - no data loss: stored ≥ 99 % of acked, overall and in every second of
-//!   payload ts; no lost canaries; broker drops 0;
+//!   payload ts; no lost canaries (acknowledged and never stored; a canary
+//!   never acknowledged is unknown, not lost); broker drops 0;
+//! - no stall: readings never waited longer than the `silence` limit with
+//!   no answer at all, and acknowledgement latency p99 measured from each
+//!   reading's intended send time stays under its limit (`step_rules` in
+//!   budgets.json). Both are measured from the schedule, so they do not
+//!   depend on the generator's in-flight window or connection count;
 //! - no pushback: the SUT accepted the offered rate on the wall clock (acks
 //!   by second of arrival ≥ 99 % of the target), and did not hold the
 //!   transport back (in-flight window full, writes blocked) for more than
@@ -42,9 +50,21 @@ pub struct Context {
     pub sut_failures: Vec<String>,
     /// Live-safety tripped: why.
     pub live_safety: Option<String>,
+    /// What the SUT said when it refused readings (a few samples).
+    pub refusals: Vec<String>,
+    /// Limits of the stall and latency rules.
+    pub rules: crate::budgets::StepRules,
 }
 
 /// Was the transport held back long enough to be pushback?
+fn secs(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
 pub fn held_back_too_long(held_back_s: f64, soak_s: f64) -> bool {
     held_back_s > (MAX_HELD_BACK_SHARE * soak_s).max(MIN_HELD_BACK_S)
 }
@@ -56,6 +76,14 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
 
     if let Some(why) = &ctx.aborted {
         inconclusive.push(format!("step aborted: {why}"));
+    }
+    let g = &step.generator;
+    if g.rejected > 0 {
+        fail.push(format!(
+            "the SUT refused {} readings ({}): answered, not acknowledged",
+            g.rejected,
+            if ctx.refusals.is_empty() { "no reason given".to_string() } else { ctx.refusals.join("; ") }
+        ));
     }
     let i = &step.ingest;
     if i.acked > 0 && i.stored_ratio < MIN_STORED_RATIO {
@@ -69,19 +97,46 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     } else if i.short_seconds_count > 0 {
         fail.push(format!("data loss: {} second(s) stored < 99% of acked", i.short_seconds_count));
     }
+    let a = &step.ack_latency;
+    let p99 = a.intended.p99_s.map(|p| format!("; ack latency p99 {} from intended send time", secs(p))).unwrap_or_default();
+    if let Some(silent) = a.longest_silence_s.filter(|s| *s > ctx.rules.silence.limit_s) {
+        let when = match (a.silence_from_soak_s, a.silence_to_soak_s) {
+            (Some(f), Some(t)) => format!(", from {f:.1} s to {t:.1} s of the soak"),
+            _ => String::new(),
+        };
+        if a.silence_total {
+            fail.push(format!("stall: the SUT acknowledged nothing for {silent:.1} s{when}{p99}"));
+        } else {
+            fail.push(format!(
+                "stall: readings waited {silent:.1} s without an answer on one connection{when} while others were answered{p99}"
+            ));
+        }
+    }
+    if let Some(p) = a.intended.p99_s.filter(|p| *p > ctx.rules.ack_latency_p99.limit_s) {
+        fail.push(format!(
+            "behind schedule: ack latency p99 {} from intended send time (limit {}; service time p99 {}); the SUT accepted {:.0} readings/s of the {:.0}/s target",
+            secs(p),
+            secs(ctx.rules.ack_latency_p99.limit_s),
+            a.service.p99_s.map(secs).unwrap_or_else(|| "n/m".into()),
+            g.achieved_rps,
+            step.target_rps
+        ));
+    }
     if step.lag.lost > 0 {
-        fail.push(format!("{} lost canaries (not stored in time)", step.lag.lost));
+        fail.push(format!(
+            "{} lost canaries (acknowledged, not stored within the drain timeout)",
+            step.lag.lost
+        ));
     }
     if let Some(d) = i.broker_dropped_delta {
         if d > 0.0 {
             fail.push(format!("broker dropped {d} messages (a subscriber's queue overflowed)"));
         }
     }
-    let g = &step.generator;
     let pushback = held_back_too_long(g.held_back_s, g.soak_s);
-    if step.target_rps > 0.0
-        && (pushback || (g.achieved_ratio < MIN_ACHIEVED_RATIO && g.offered_ratio >= MIN_OFFERED_RATIO))
-    {
+    // Refused readings are not pushback: the SUT answered them (the refusal leads).
+    let short = g.achieved_ratio < MIN_ACHIEVED_RATIO && g.offered_ratio >= MIN_OFFERED_RATIO && g.rejected == 0;
+    if step.target_rps > 0.0 && (pushback || short) {
         fail.push(format!(
             "pushback: the SUT accepted {:.0} readings/s of the {:.0}/s target ({:.1}%{}); the transport was held back {:.1} s of the {:.0} s soak{}",
             g.achieved_rps,
@@ -212,7 +267,56 @@ mod tests {
             topology: Default::default(),
             unmeasured: vec![],
             live_safety: vec![],
+            ack_latency: AckLatency {
+                intended: crate::latency::Quantiles { count: 6000, p99_s: Some(0.02), ..Default::default() },
+                longest_silence_s: Some(0.05),
+                ..Default::default()
+            },
+            outcomes: Default::default(),
+            series: Default::default(),
+            canaries: vec![],
         }
+    }
+
+    #[test]
+    fn a_stall_fails_first_and_says_when_in_the_users_words() {
+        let mut s = good();
+        s.ack_latency.longest_silence_s = Some(19.6);
+        s.ack_latency.silence_from_soak_s = Some(40.2);
+        s.ack_latency.silence_to_soak_s = Some(59.8);
+        s.ack_latency.silence_total = true;
+        s.ack_latency.intended.p99_s = Some(19.2);
+        s.generator.held_back_s = 19.0;
+        let (status, reasons) = decide(&s, &Context::default());
+        assert_eq!(status, Status::Fail);
+        assert_eq!(
+            reasons[0],
+            "stall: the SUT acknowledged nothing for 19.6 s, from 40.2 s to 59.8 s of the soak; ack latency p99 19.2 s from intended send time"
+        );
+        assert!(reasons[1].starts_with("behind schedule: ack latency p99 19.2 s"), "{reasons:?}");
+        assert!(reasons.iter().any(|r| r.starts_with("pushback")), "pushback stays a rule of its own: {reasons:?}");
+        // A 2 s hiccup passes.
+        let mut s = good();
+        s.ack_latency.longest_silence_s = Some(2.0);
+        s.ack_latency.intended.p99_s = Some(1.4);
+        assert_eq!(decide(&s, &Context::default()).0, Status::Pass);
+        // The limits come from the budgets file.
+        let mut ctx = Context::default();
+        ctx.rules.silence.limit_s = 1.0;
+        assert_eq!(decide(&s, &ctx).0, Status::Fail);
+    }
+
+    #[test]
+    fn refused_readings_lead_and_are_not_pushback() {
+        let mut s = good();
+        s.generator.rejected = 4000;
+        s.generator.achieved_rps = 0.0;
+        s.generator.achieved_ratio = 0.0;
+        let ctx = Context { refusals: vec!["HTTP 404 from api:/x".into()], ..Default::default() };
+        let (status, reasons) = decide(&s, &ctx);
+        assert_eq!(status, Status::Fail);
+        assert!(reasons[0].starts_with("the SUT refused 4000 readings (HTTP 404"), "{reasons:?}");
+        assert!(!reasons.iter().any(|r| r.contains("pushback")), "{reasons:?}");
     }
 
     #[test]

@@ -223,6 +223,7 @@ fn generator_arm(
             duration: Duration::from_secs_f64(seconds + 5.0),
             sample_period_ms: period,
             first_canary_seq: 0,
+            start_ms: None,
         };
         let producer = {
             let (live, stop) = (live.clone(), stop.clone());
@@ -501,6 +502,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                     duration: Duration::from_secs_f64(seconds + 5.0),
                     sample_period_ms: period,
                     first_canary_seq: 0,
+                    start_ms: None,
                 };
                 let mut p = plugins.take().unwrap();
                 let addrs = addresses.clone();

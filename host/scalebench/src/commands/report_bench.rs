@@ -153,6 +153,32 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                 topology: Topology::default(),
                 unmeasured: vec![],
                 live_safety: vec![],
+                ack_latency: AckLatency::default(),
+                outcomes: Outcomes { ok: stored, lost: acked - stored, ..Default::default() },
+                series: {
+                    let n = (warmup_s + soak_s) as usize;
+                    let per = (target as u64).max(1);
+                    Series {
+                        start_unix_s: 1_767_225_600,
+                        soak_from_s: warmup_s,
+                        load_end_s: warmup_s + soak_s,
+                        offered: vec![per; n],
+                        acked: vec![per; n],
+                        refused: vec![0; n],
+                        stored_by_payload: vec![per; n],
+                        ack_latency_p99_s: vec![Some(0.004); n],
+                    }
+                },
+                canaries: (0..((warmup_s + soak_s) / 2.0) as u64)
+                    .map(|k| CanaryRecord {
+                        seq: k,
+                        sent_s: k as f64 * 2.0,
+                        acked_s: Some(k as f64 * 2.0 + 0.01),
+                        stored_s: Some(k as f64 * 2.0 + 0.3),
+                        lag_s: Some(0.3),
+                        outcome: "ok".into(),
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -116,6 +116,7 @@ mod tests {
             topology: Default::default(),
             unmeasured: vec![],
             live_safety: vec![],
+            ..Default::default()
         }
     }
 

@@ -257,6 +257,7 @@ pub fn run(
                 address: Arc::from(m.address.as_str()),
                 payload: bytes::Bytes::from(m.payload),
                 carries: Carries::Topology,
+                intended_ms: crate::clock::now_ms(),
             })
             .collect();
         if tx.send(Work::Topology(topology)).is_err() {
@@ -338,7 +339,7 @@ fn chunk_messages(
             }
             let enc = adapter.encode(&readings).map_err(crate::catalog::user_error)?;
             check_encoded(adapter, &enc, addresses.len(), readings.points.len()).map_err(crate::catalog::user_error)?;
-            split_encoded(enc, &readings, addresses, |_, m, _| out.push(m));
+            split_encoded(enc, &readings, addresses, crate::clock::now_ms(), |_, m, _| out.push(m));
             b0 += b;
         }
         run += len;

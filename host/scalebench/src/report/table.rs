@@ -89,9 +89,9 @@ pub fn probe_names(r: &RunResult) -> Vec<String> {
     names
 }
 
-/// The highest passing step (the ceiling), as recorded or from the steps.
+/// The ceiling ([`RunResult::ceiling`]: the one rule everywhere).
 pub fn ceiling(r: &RunResult) -> Option<u64> {
-    r.max_passing_points.or_else(|| r.steps.iter().filter(|s| s.status == Status::Pass).map(|s| s.points).max())
+    r.ceiling()
 }
 
 pub fn run_table(r: &RunResult) -> RunTable {

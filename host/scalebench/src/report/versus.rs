@@ -123,6 +123,7 @@ mod tests {
             topology: Default::default(),
             unmeasured: vec![],
             live_safety: vec![],
+            ..Default::default()
         };
         RunResult {
             schema_version: SCHEMA_VERSION,

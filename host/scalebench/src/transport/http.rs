@@ -34,8 +34,9 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::mqtt::Live;
-use super::{note_error, AckCounts, Batch, Carries, Message};
+use super::Live;
+use crate::latency::Timing;
+use super::{AckCounts, Batch, Carries, Message};
 use crate::loadgen::now_ms;
 
 /// Largest response body the transport reads: an ingest answer is small,
@@ -173,11 +174,16 @@ impl HttpTransport {
         for c in self.conns {
             drop(c.tx);
             let mut task = c.task;
-            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+            let timed_out = tokio::time::timeout_at(deadline, &mut task).await.is_err();
+            if timed_out {
                 task.abort();
                 c.counts.lock().unwrap().lost_in_flight += c.in_flight.load(Ordering::Relaxed);
             }
             let mut counts = c.counts.lock().unwrap();
+            if !timed_out {
+                counts.input_drained = true;
+            }
+            counts.close(now_ms());
             counts.input_drained = true;
             all.merge(&counts);
         }
@@ -199,9 +205,9 @@ async fn run_connection(
     loop {
         let batch = tokio::select! {
             biased;
-            Some((m, r)) = outstanding.next(), if !outstanding.is_empty() => {
+            Some((m, t, r)) = outstanding.next(), if !outstanding.is_empty() => {
                 in_flight.fetch_sub(1, Ordering::Relaxed);
-                settle(&shared, &counts, m, r).await;
+                settle(&shared, &counts, m, t, r).await;
                 continue;
             }
             b = rx.recv() => match b { Some(b) => b, None => break },
@@ -210,9 +216,9 @@ async fn run_connection(
             if outstanding.len() >= window {
                 let waited = Instant::now();
                 while outstanding.len() >= window {
-                    if let Some((m, r)) = outstanding.next().await {
+                    if let Some((m, t, r)) = outstanding.next().await {
                         in_flight.fetch_sub(1, Ordering::Relaxed);
-                        settle(&shared, &counts, m, r).await;
+                        settle(&shared, &counts, m, t, r).await;
                     }
                 }
                 counts.lock().unwrap().held_back_s += waited.elapsed().as_secs_f64();
@@ -228,14 +234,15 @@ async fn run_connection(
             in_flight.fetch_add(1, Ordering::Relaxed);
             let s = shared.clone();
             outstanding.push(async move {
+                let t = m.sent_now();
                 let r = post(&s, &m).await;
-                (m, r)
+                (m, t, r)
             });
         }
     }
-    while let Some((m, r)) = outstanding.next().await {
+    while let Some((m, t, r)) = outstanding.next().await {
         in_flight.fetch_sub(1, Ordering::Relaxed);
-        settle(&shared, &counts, m, r).await;
+        settle(&shared, &counts, m, t, r).await;
     }
 }
 
@@ -304,30 +311,24 @@ fn describe_error(url: &str, e: &hyper_util::client::legacy::Error) -> String {
     s
 }
 
-async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, r: Answer) {
+async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, t: Timing, r: Answer) {
     let live = &shared.live;
-    let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
-    let refused = |why: String| {
-        let mut c = counts.lock().unwrap();
-        c.readings_rejected += readings;
-        c.record_error(why);
-        live.errors.fetch_add(1, Ordering::Relaxed);
-    };
+    let refused = |why: String| super::count_refused(&mut counts.lock().unwrap(), live, m.carries, t, now_ms(), why);
     match r {
-        Err(e) => note_error(counts, live, e),
+        Err(e) => super::count_unanswered(&mut counts.lock().unwrap(), live, m.carries, t, Some(e)),
         Ok((status, _, body)) if !(200..300).contains(&status) => {
             let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
             refused(format!("HTTP {status} from {}: {}", m.address, text.trim()));
         }
         Ok((status, hs, body)) => {
+            let at = now_ms();
             let (rules, a) = (shared.cfg.rules.clone(), m.address.clone());
             let verdict = tokio::task::spawn_blocking(move || rules.judge(&a, status, hs, body))
                 .await
                 .unwrap_or_else(|e| Err(format!("judging the answer failed: {e}")));
             match verdict {
                 Ok(()) => {
-                    let n = counts.lock().unwrap().record_ack(m.carries, now_ms(), false);
-                    live.readings_acked.fetch_add(n, Ordering::Relaxed);
+                    super::count_ack(&mut counts.lock().unwrap(), live, m.carries, t, at);
                 }
                 Err(why) => refused(format!("{} refused: {why}", m.address)),
             }

@@ -10,9 +10,12 @@ pub mod mqtt_wire;
 pub mod nats;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+use crate::latency::{Recorder, Timing};
 
 /// What a message carries, for accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,37 @@ pub struct Message {
     pub address: Arc<str>,
     pub payload: Bytes,
     pub carries: Carries,
+    /// When the schedule said this message was due (ms since the epoch):
+    /// acknowledgement latency is measured from here as well as from the
+    /// actual send ([`crate::latency`]).
+    pub intended_ms: i64,
+}
+
+impl Message {
+    /// The message's timing, sent now.
+    pub fn sent_now(&self) -> Timing {
+        Timing { intended_ms: self.intended_ms, sent_ms: crate::clock::now_ms() }
+    }
+    /// Readings this message carries.
+    pub fn readings(&self) -> u64 {
+        match self.carries {
+            Carries::Readings { n, .. } => n as u64,
+            _ => 0,
+        }
+    }
+}
+
+/// Live counters the progress line and samples read without stopping
+/// anything, shared by a transport's connections (any kind).
+#[derive(Debug, Default)]
+pub struct Live {
+    pub published: AtomicU64,
+    pub readings_acked: AtomicU64,
+    pub errors: AtomicU64,
+    pub connected: AtomicU64,
+    /// The soak's start (ms since the epoch): readings due before it are not
+    /// in the step's latency histograms. 0 (the default) records everything.
+    pub soak_from_ms: AtomicI64,
 }
 
 /// Messages for one connection, sent together.
@@ -67,28 +101,36 @@ pub struct AckCounts {
     pub errors: u64,
     /// The first few distinct error messages.
     pub error_samples: Vec<String>,
-    /// Canary seq -> when its ack arrived (ms); filled where an ack means stored (JetStream).
+    /// Canary seq -> when its ack arrived (ms). Where an ack means stored
+    /// (JetStream) this is the canary's arrival in storage; elsewhere it
+    /// tells a canary the SUT never acknowledged (unknown, not lost).
     pub canary_acked_at: BTreeMap<u64, i64>,
+    /// Readings refused, by wall-clock second the answer arrived.
+    pub refused_by_arrival_second: BTreeMap<i64, u64>,
+    /// Messages that ended: acknowledged, refused, or failed without an answer.
+    pub settled_msgs: u64,
+    /// Acknowledgement latency from intended and actual send, and the
+    /// longest silence ([`crate::latency`]).
+    pub latency: Recorder,
 }
 
 impl AckCounts {
     /// Count one acknowledged message; returns the readings it carried.
-    /// `at_ms` is when the ack arrived (wall clock, ms since the epoch);
-    /// `ack_means_stored` keeps it for canaries (JetStream).
-    pub fn record_ack(&mut self, carries: Carries, at_ms: i64, ack_means_stored: bool) -> u64 {
+    /// `at_ms` is when the ack arrived (wall clock, ms since the epoch).
+    pub fn record_ack(&mut self, carries: Carries, t: Timing, at_ms: i64) -> u64 {
         self.acked_msgs += 1;
+        self.settled_msgs += 1;
         match carries {
             Carries::Readings { n, ts_s } => {
                 *self.acked_by_second.entry(ts_s).or_default() += n as u64;
                 *self.acked_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
                 self.readings_acked += n as u64;
+                self.latency.answered(t, n as u64, at_ms, true);
                 n as u64
             }
             Carries::Canary { seq } => {
                 self.canaries_acked += 1;
-                if ack_means_stored {
-                    self.canary_acked_at.insert(seq, at_ms);
-                }
+                self.canary_acked_at.insert(seq, at_ms);
                 0
             }
             Carries::Topology => {
@@ -96,6 +138,35 @@ impl AckCounts {
                 0
             }
         }
+    }
+
+    /// The SUT answered a message but refused it (HTTP non-2xx, an error grid).
+    pub fn record_refused(&mut self, carries: Carries, t: Timing, at_ms: i64, why: String) {
+        self.settled_msgs += 1;
+        if let Carries::Readings { n, .. } = carries {
+            self.readings_rejected += n as u64;
+            *self.refused_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
+            self.latency.answered(t, n as u64, at_ms, false);
+        }
+        self.record_error(why);
+    }
+
+    /// A message ended without any answer (a timeout, a broken connection).
+    pub fn record_unanswered(&mut self, carries: Carries, t: Timing, why: Option<String>) {
+        self.settled_msgs += 1;
+        if matches!(carries, Carries::Readings { .. }) {
+            self.latency.unanswered(t);
+        }
+        if let Some(why) = why {
+            self.record_error(why);
+        }
+    }
+
+    /// The connection is done at `at_ms`: a silence still open (messages
+    /// written and never settled, or batches never taken) ends here.
+    pub fn close(&mut self, at_ms: i64) {
+        let waiting = self.queued > self.settled_msgs || !self.input_drained;
+        self.latency.close(at_ms, waiting, None);
     }
 
     /// Count an error, keeping the first few distinct messages.
@@ -126,6 +197,11 @@ impl AckCounts {
         self.readings_rejected += o.readings_rejected;
         self.errors += o.errors;
         self.canary_acked_at.extend(o.canary_acked_at.iter().map(|(k, v)| (*k, *v)));
+        for (s, n) in &o.refused_by_arrival_second {
+            *self.refused_by_arrival_second.entry(*s).or_default() += n;
+        }
+        self.settled_msgs += o.settled_msgs;
+        self.latency.merge(&o.latency);
         for e in &o.error_samples {
             if self.error_samples.len() < 5 && !self.error_samples.contains(e) {
                 self.error_samples.push(e.clone());
@@ -135,9 +211,34 @@ impl AckCounts {
 }
 
 /// Count an error in a connection's counts and the live view.
-pub(crate) fn note_error(counts: &std::sync::Mutex<AckCounts>, live: &mqtt::Live, msg: String) {
+pub(crate) fn note_error(counts: &std::sync::Mutex<AckCounts>, live: &Live, msg: String) {
     counts.lock().unwrap().record_error(msg);
-    live.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    live.errors.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Count an acknowledgement in a connection's counts (and the live view):
+/// the one path every transport's acks take.
+pub(crate) fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ms: i64) -> u64 {
+    c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
+    let n = c.record_ack(carries, t, at_ms);
+    live.readings_acked.fetch_add(n, Ordering::Relaxed);
+    n
+}
+
+/// Count a refusal (answered, not acknowledged).
+pub(crate) fn count_refused(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ms: i64, why: String) {
+    c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
+    c.record_refused(carries, t, at_ms, why);
+    live.errors.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Count a message that ended without an answer.
+pub(crate) fn count_unanswered(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, why: Option<String>) {
+    c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
+    if why.is_some() {
+        live.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    c.record_unanswered(carries, t, why);
 }
 
 /// A boxed future, for the dyn-compatible traits of the seam.
@@ -151,7 +252,7 @@ pub trait Transport: Send + Sync {
     /// Counts so far (a snapshot).
     fn counts(&self) -> AckCounts;
     /// Live counters for progress and samples.
-    fn live(&self) -> &Arc<mqtt::Live>;
+    fn live(&self) -> &Arc<Live>;
     /// Canary seq -> time its ack arrived (ms), where an ack means "stored".
     fn canary_acks(&self) -> Option<BTreeMap<u64, i64>>;
     /// Stop taking batches, send what is queued, wait up to `drain` for the

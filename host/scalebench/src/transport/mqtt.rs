@@ -11,7 +11,7 @@
 //! 706 MB). A connection that drops is re-established; publishes that were
 //! in flight on it are never counted as acknowledged.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::mqtt_wire::{self, Incoming};
 use super::{note_error, AckCounts, Batch, Carries};
+use crate::latency::Timing;
 
 /// Capacity of a connection's write buffer (a batch is written in one go).
 const WRITE_BUFFER: usize = 256 * 1024;
@@ -147,18 +148,11 @@ pub async fn check_reachable(cfg: &MqttConfig, timeout: Duration) -> Result<(), 
     Ok(())
 }
 
-/// Live counters the progress line and samples read without stopping anything.
-#[derive(Debug, Default)]
-pub struct Live {
-    pub published: AtomicU64,
-    pub readings_acked: AtomicU64,
-    pub errors: AtomicU64,
-    pub connected: AtomicU64,
-}
+pub use super::Live;
 
 /// Packet id -> what that publish carried, for publishes awaiting PUBACK.
 struct Inflight {
-    slots: Vec<Option<Carries>>,
+    slots: Vec<Option<(Carries, Timing)>>,
     next: u16,
     count: usize,
 }
@@ -167,7 +161,7 @@ impl Inflight {
     fn new() -> Inflight {
         Inflight { slots: vec![None; 65_536], next: 1, count: 0 }
     }
-    fn insert(&mut self, c: Carries) -> u16 {
+    fn insert(&mut self, c: (Carries, Timing)) -> u16 {
         loop {
             let id = self.next;
             self.next = self.next.wrapping_add(1).max(1);
@@ -178,7 +172,7 @@ impl Inflight {
             }
         }
     }
-    fn remove(&mut self, id: u16) -> Option<Carries> {
+    fn remove(&mut self, id: u16) -> Option<(Carries, Timing)> {
         let c = self.slots[id as usize].take();
         if c.is_some() {
             self.count -= 1;
@@ -272,7 +266,9 @@ impl MqttTransport {
             if tokio::time::timeout(Duration::from_secs(2), task).await.is_err() {
                 // A connection stuck in connect: nothing more will be acked.
             }
-            all.merge(&counts.lock().unwrap());
+            let mut c = counts.lock().unwrap();
+            c.close(crate::clock::now_ms());
+            all.merge(&c);
         }
         all
     }
@@ -431,7 +427,7 @@ async fn run_connection(
                         }
                     };
                     permit.forget();
-                    let id = inflight.lock().unwrap().insert(m.carries);
+                    let id = inflight.lock().unwrap().insert((m.carries, m.sent_now()));
                     mqtt_wire::publish(&mut buf, m.address.as_bytes(), &m.payload, qos, cfg.retain, id);
                 } else {
                     mqtt_wire::publish(&mut buf, m.address.as_bytes(), &m.payload, 0, cfg.retain, 0);
@@ -469,8 +465,17 @@ async fn run_connection(
         };
         let _ = wr.write_all(&mqtt_wire::DISCONNECT).await;
         reader.abort();
-        let lost = inflight.lock().unwrap().count as u64;
-        counts.lock().unwrap().lost_in_flight += lost;
+        let lost = {
+            let mut table = inflight.lock().unwrap();
+            let mut c = counts.lock().unwrap();
+            for (carries, t) in table.slots.iter_mut().filter_map(Option::take) {
+                super::count_unanswered(&mut c, &live, carries, t, None);
+            }
+            let lost = table.count as u64;
+            table.count = 0;
+            c.lost_in_flight += lost;
+            lost
+        };
         match broken {
             None => break 'reconnect,
             Some(e) => {
@@ -502,7 +507,6 @@ async fn read_acks(
     loop {
         // Parse everything buffered.
         let mut used_total = 0;
-        let mut acked_readings = 0u64;
         {
             let mut acks = Vec::new();
             loop {
@@ -526,18 +530,15 @@ async fn read_acks(
                 let mut c = counts.lock().unwrap();
                 let mut released = 0;
                 for id in acks {
-                    if let Some(carries) = table.remove(id) {
+                    if let Some((carries, t)) = table.remove(id) {
                         released += 1;
-                        acked_readings += c.record_ack(carries, at, false);
+                        super::count_ack(&mut c, &live, carries, t, at);
                     }
                 }
                 window.add_permits(released);
             }
         }
         acc.drain(..used_total);
-        if acked_readings > 0 {
-            live.readings_acked.fetch_add(acked_readings, Ordering::Relaxed);
-        }
         match rd.read(&mut chunk).await {
             Ok(0) | Err(_) => {
                 dead.store(true, Ordering::Relaxed);

@@ -24,7 +24,8 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::mqtt::Live;
+use super::Live;
+use crate::latency::Timing;
 use super::{note_error, AckCounts, Batch, Carries};
 use crate::loadgen::now_ms;
 
@@ -192,7 +193,9 @@ impl NatsTransport {
         for c in conns {
             drop(c.tx);
             let _ = tokio::time::timeout_at(deadline, c.task).await;
-            all.merge(&c.counts.lock().unwrap());
+            let mut counts = c.counts.lock().unwrap();
+            counts.close(now_ms());
+            all.merge(&counts);
         }
         shutdown.store(true, Ordering::Relaxed);
         all
@@ -279,10 +282,15 @@ fn headers(carries: Carries) -> async_nats::HeaderMap {
     h
 }
 
-fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
+fn count_ack(
+    c: &mut AckCounts,
+    live: &Live,
+    carries: Carries,
+    t: Timing,
+    canary_acks: &Mutex<BTreeMap<u64, i64>>,
+) {
     let at = now_ms();
-    let readings = c.record_ack(carries, at, true);
-    live.readings_acked.fetch_add(readings, Ordering::Relaxed);
+    super::count_ack(c, live, carries, t, at);
     if let Carries::Canary { seq } = carries {
         canary_acks.lock().unwrap().insert(seq, at);
     }
@@ -302,16 +310,17 @@ async fn run_connection(
         // Settle acks as they come while waiting for the next batch.
         let batch = tokio::select! {
             biased;
-            Some((carries, r)) = outstanding.next(), if !outstanding.is_empty() => {
-                settle(carries, r, &counts, &live, &canary_acks);
+            Some((carries, t, r)) = outstanding.next(), if !outstanding.is_empty() => {
+                settle(carries, t, r, &counts, &live, &canary_acks);
                 continue;
             }
-            b = rx.recv() => match b { Some(b) => b, None => break },
+            b = rx.recv() => match b { Some(b) => b, None => { counts.lock().unwrap().input_drained = true; break } },
         };
         for m in batch {
             let readings = if let Carries::Readings { n, .. } = m.carries { n as u64 } else { 0 };
             match window {
                 None => {
+                    let t = m.sent_now();
                     if let Err(e) =
                         client.publish_with_headers(m.address.to_string(), headers(m.carries), m.payload).await
                     {
@@ -322,50 +331,60 @@ async fn run_connection(
                     c.published += 1;
                     c.readings_published += readings;
                     // Core NATS has no acknowledgement: "acked" = handed to the connection.
-                    count_ack(&mut c, &live, m.carries, &canary_acks);
+                    count_ack(&mut c, &live, m.carries, t, &canary_acks);
                 }
                 Some(w) => {
                     if outstanding.len() >= w.max(1) {
                         let waited = std::time::Instant::now();
                         while outstanding.len() >= w.max(1) {
-                            if let Some((carries, r)) = outstanding.next().await {
-                                settle(carries, r, &counts, &live, &canary_acks);
+                            if let Some((carries, t, r)) = outstanding.next().await {
+                                settle(carries, t, r, &counts, &live, &canary_acks);
                             }
                         }
                         counts.lock().unwrap().held_back_s += waited.elapsed().as_secs_f64();
                     }
+                    let t = m.sent_now();
                     match js.publish_with_headers(m.address.to_string(), headers(m.carries), m.payload).await {
                         Ok(ack) => {
                             let carries = m.carries;
-                            outstanding.push(async move { (carries, ack.await.map_err(|e| e.to_string())) });
+                            outstanding.push(async move { (carries, t, ack.await.map_err(|e| e.to_string())) });
                             let mut c = counts.lock().unwrap();
                             c.published += 1;
                             c.queued += 1;
                             c.readings_published += readings;
                         }
-                        Err(e) => note_error(&counts, &live, format!("JetStream publish: {e}")),
+                        Err(e) => super::count_unanswered(
+                            &mut counts.lock().unwrap(),
+                            &live,
+                            m.carries,
+                            t,
+                            Some(format!("JetStream publish: {e}")),
+                        ),
                     }
                 }
             }
             live.published.fetch_add(1, Ordering::Relaxed);
         }
     }
-    while let Some((carries, r)) = outstanding.next().await {
-        settle(carries, r, &counts, &live, &canary_acks);
+    while let Some((carries, t, r)) = outstanding.next().await {
+        settle(carries, t, r, &counts, &live, &canary_acks);
     }
     let _ = client.flush().await;
 }
 
 fn settle(
     carries: Carries,
+    t: Timing,
     r: Result<jetstream::publish::PublishAck, String>,
     counts: &Mutex<AckCounts>,
     live: &Live,
     canary_acks: &Mutex<BTreeMap<u64, i64>>,
 ) {
     match r {
-        Ok(_) => count_ack(&mut counts.lock().unwrap(), live, carries, canary_acks),
-        Err(e) => note_error(counts, live, format!("JetStream ack: {e}")),
+        Ok(_) => count_ack(&mut counts.lock().unwrap(), live, carries, t, canary_acks),
+        Err(e) => {
+            super::count_unanswered(&mut counts.lock().unwrap(), live, carries, t, Some(format!("JetStream ack: {e}")))
+        }
     }
 }
 
