@@ -51,9 +51,11 @@ pub struct Recorder {
     pub service_us: Histogram<u64>,
     /// Intended-time latency (ms) by wall-clock second the answer arrived.
     pub per_second_ms: BTreeMap<i64, Histogram<u32>>,
-    /// Whether per-second histograms are kept (the generator benchmark
-    /// measures their cost by turning them off).
+    /// Whether per-second histograms are kept.
     pub per_second: bool,
+    /// Whether anything is recorded at all (the generator benchmark
+    /// measures the recording's cost by turning it off).
+    pub enabled: bool,
     last_answer_ms: Option<i64>,
     /// Earliest wait of readings that ended unanswered (an error, a broken
     /// connection) since the last answer.
@@ -87,6 +89,7 @@ impl Recorder {
             service_us: step_histogram(),
             per_second_ms: BTreeMap::new(),
             per_second: true,
+            enabled: true,
             last_answer_ms: None,
             unanswered_since_ms: None,
             longest_silence: None,
@@ -96,6 +99,9 @@ impl Recorder {
     /// The SUT answered (acknowledged or refused) a message carrying `n`
     /// readings at `at_ms`. Only acknowledgements go into the histograms.
     pub fn answered(&mut self, t: Timing, n: u64, at_ms: i64, acked: bool) {
+        if !self.enabled {
+            return;
+        }
         let waited_from = self.last_answer_ms.map_or(t.intended_ms, |l| l.max(t.intended_ms));
         let since = self.unanswered_since_ms.map_or(waited_from, |u| u.min(waited_from));
         self.note_silence(since, at_ms);

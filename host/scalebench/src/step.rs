@@ -56,6 +56,16 @@ pub struct Env<'a> {
 /// Drain: counts must hold still over this many reads, 1 s apart, before
 /// the drain ends (several commit intervals of any sane ingester).
 const STABLE_READS: u32 = 3;
+/// Longest a sample waits for the SUT (a storage counter, a round trip):
+/// a frozen service must not hold up the step's loop, which injects and
+/// lifts faults on time. A sample that does not answer is not measured.
+const SAMPLE_WAIT: Duration = Duration::from_secs(2);
+
+/// The storage's own write counter, or None if it does not answer in time.
+async fn sample_written(session: &Session) -> Option<(f64, String)> {
+    tokio::time::timeout(SAMPLE_WAIT, session.count.rows_written()).await.ok().flatten()
+}
+
 /// Length of the windows the slowest accepted rate is taken over.
 const SLOWEST_WINDOW_S: i64 = 5;
 
@@ -353,7 +363,7 @@ async fn offer(
         }
         if o.soak_proc_start.is_none() && now >= warmup_end {
             o.soak_proc_start = Some(env.stack.sample_processes());
-            o.written_at_soak_start = session.count.rows_written().await.map(|(n, src)| {
+            o.written_at_soak_start = sample_written(session).await.map(|(n, src)| {
                 o.written_source = Some(src);
                 (Instant::now(), n)
             });
@@ -421,9 +431,9 @@ async fn offer(
             let pg_roundtrip_s = if svc.database_names().is_empty() {
                 None
             } else {
-                tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()))
-                    .await
-                    .unwrap_or(None)
+                let rt =
+                    tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()));
+                tokio::time::timeout(SAMPLE_WAIT, rt).await.ok().and_then(|r| r.ok()).flatten()
             };
             let lag_s = match transport.canary_acks() {
                 Some(acks) => {
@@ -433,7 +443,7 @@ async fn offer(
                 None => o.seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
             };
             // Stored rate since the last sample, from the storage's own write counter.
-            let written = session.count.rows_written().await.map(|(n, _)| (Instant::now(), n));
+            let written = sample_written(session).await.map(|(n, _)| (Instant::now(), n));
             let stored_rps = match (last_written, written) {
                 (Some((t0, n0)), Some((t1, n1))) => Some((n1 - n0) / t1.duration_since(t0).as_secs_f64().max(1e-3)),
                 _ => None,
@@ -513,7 +523,7 @@ async fn offer(
     // never comes back must end the step by the drain's deadlines) and is
     // thawed when the step ends.
     o.frozen = thaw.into_iter().map(|(_, s)| s).collect();
-    o.written_at_end = session.count.rows_written().await.map(|(n, _)| (Instant::now(), n));
+    o.written_at_end = sample_written(session).await.map(|(n, _)| (Instant::now(), n));
     let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
     o.load_ended = Instant::now();
     session.model = Some(plugins_back.model);
@@ -616,6 +626,9 @@ struct Drained {
     stored_by_second: BTreeMap<i64, u64>,
     stream_note: Option<String>,
     drain_note: Option<String>,
+    /// Storage could not be counted (e.g. it never answered after a fault):
+    /// stored is then not measured, never zero.
+    stored_error: Option<String>,
 }
 
 async fn drain(
@@ -660,8 +673,12 @@ async fn drain(
         .sum();
     let stream_note = session.count.failure().await;
     let mut drain_note = None;
+    let mut stored_error = None;
     let stored_by_second = if !session.count.settles() {
-        session.count.stored(window).await?
+        session.count.stored(window).await.unwrap_or_else(|e| {
+            stored_error = Some(format!("{e:#}"));
+            BTreeMap::new()
+        })
     } else {
         // Stored counts must hold still over several reads (or reach acked).
         let stable_deadline =
@@ -669,7 +686,13 @@ async fn drain(
         let mut last_sum = u64::MAX;
         let mut stable = 0u32;
         loop {
-            let by_second = session.count.stored(window).await?;
+            let by_second = match session.count.stored(window).await {
+                Ok(b) => b,
+                Err(e) => {
+                    stored_error = Some(format!("{e:#}"));
+                    break BTreeMap::new();
+                }
+            };
             let sum: u64 = by_second.values().sum();
             stable = if sum == last_sum { stable + 1 } else { 0 };
             last_sum = sum;
@@ -685,7 +708,7 @@ async fn drain(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     };
-    Ok(Drained { counts, sent, stored_by_second, stream_note, drain_note })
+    Ok(Drained { counts, sent, stored_by_second, stream_note, drain_note, stored_error })
 }
 
 // ---- 4. count --------------------------------------------------------------
@@ -819,10 +842,7 @@ async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> a
     } else if env.sys.is_some() && BrokerSys::unchanged_since_subscribed(&o.sys_before, &sys_after, DROPPED, heartbeat)
     {
         // Not republished because it did not change (a broker up for long).
-        broker.insert(
-            "publish/messages/dropped".into(),
-            BrokerCounter { before: None, after: None, delta: Some(0.0) },
-        );
+        broker.insert("publish/messages/dropped".into(), BrokerCounter { before: None, after: None, delta: Some(0.0) });
         Some(0.0)
     } else {
         None
@@ -904,6 +924,9 @@ async fn assemble(
     };
 
     let mut unmeasured = std::mem::take(&mut o.unmeasured);
+    if let Some(e) = &d.stored_error {
+        unmeasured.push(format!("stored readings: {e}"));
+    }
     if env.sys.is_some() && c.dropped.is_none() {
         unmeasured.push(format!("broker drops: {DROPPED} was not readable (is $SYS denied to scalebench's account?)"));
     }
@@ -984,8 +1007,8 @@ async fn assemble(
         unmeasured,
         live_safety: std::mem::take(&mut o.live_samples),
         outcomes: Outcomes {
-            ok: c.stored,
-            lost: c.missing,
+            ok: if d.stored_error.is_some() { 0 } else { c.stored },
+            lost: if d.stored_error.is_some() { 0 } else { c.missing },
             unknown: r.readings_offered.saturating_sub(counts.readings_acked + counts.readings_rejected),
             refused: counts.readings_rejected,
             not_offered: r.readings_scheduled.saturating_sub(r.readings_offered),
@@ -999,6 +1022,7 @@ async fn assemble(
         disk_low: o.disk_low,
         live_safety: o.live_safety.clone(),
         rules: env.budgets.rules.clone(),
+        stored_unmeasured: d.stored_error.is_some(),
         ..Default::default()
     };
     ctx.sut_failures.extend(d.stream_note);

@@ -54,6 +54,9 @@ pub struct Context {
     pub refusals: Vec<String>,
     /// Limits of the stall and latency rules.
     pub rules: crate::budgets::StepRules,
+    /// Storage could not be counted: the data-loss rules cannot be applied
+    /// (the step is inconclusive on that, never "0 stored").
+    pub stored_unmeasured: bool,
 }
 
 /// Was the transport held back long enough to be pushback?
@@ -86,7 +89,9 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         ));
     }
     let i = &step.ingest;
-    if i.acked > 0 && i.stored_ratio < MIN_STORED_RATIO {
+    if ctx.stored_unmeasured {
+        // Not measured: said among the inconclusive reasons.
+    } else if i.acked > 0 && i.stored_ratio < MIN_STORED_RATIO {
         fail.push(format!(
             "data loss: stored {:.2}% of acked ({} of {}, {} missing)",
             i.stored_ratio * 100.0,
@@ -98,7 +103,8 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         fail.push(format!("data loss: {} second(s) stored < 99% of acked", i.short_seconds_count));
     }
     let a = &step.ack_latency;
-    let p99 = a.intended.p99_s.map(|p| format!("; ack latency p99 {} from intended send time", secs(p))).unwrap_or_default();
+    let p99 =
+        a.intended.p99_s.map(|p| format!("; ack latency p99 {} from intended send time", secs(p))).unwrap_or_default();
     if let Some(silent) = a.longest_silence_s.filter(|s| *s > ctx.rules.silence.limit_s) {
         let when = match (a.silence_from_soak_s, a.silence_to_soak_s) {
             (Some(f), Some(t)) => format!(", from {f:.1} s to {t:.1} s of the soak"),
@@ -123,10 +129,7 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         ));
     }
     if step.lag.lost > 0 {
-        fail.push(format!(
-            "{} lost canaries (acknowledged, not stored within the drain timeout)",
-            step.lag.lost
-        ));
+        fail.push(format!("{} lost canaries (acknowledged, not stored within the drain timeout)", step.lag.lost));
     }
     if let Some(d) = i.broker_dropped_delta {
         if d > 0.0 {
@@ -304,6 +307,20 @@ mod tests {
         let mut ctx = Context::default();
         ctx.rules.silence.limit_s = 1.0;
         assert_eq!(decide(&s, &ctx).0, Status::Fail);
+    }
+
+    #[test]
+    fn storage_that_could_not_be_counted_is_not_measured_never_zero_stored() {
+        let mut s = good();
+        s.ingest.stored = 0;
+        s.ingest.stored_ratio = 0.0;
+        s.unmeasured.push("stored readings: stream SCALE: timed out".into());
+        let ctx = Context { stored_unmeasured: true, ..Default::default() };
+        let (status, reasons) = decide(&s, &ctx);
+        assert_eq!(status, Status::Inconclusive, "{reasons:?}");
+        assert!(!reasons.iter().any(|r| r.contains("data loss")), "{reasons:?}");
+        // Counted, the same numbers are loss.
+        assert_eq!(decide(&s, &Context::default()).0, Status::Fail);
     }
 
     #[test]

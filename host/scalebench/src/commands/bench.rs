@@ -149,6 +149,8 @@ struct Arm {
     points: u64,
     /// Seconds the broker was frozen (SIGSTOP) inside the window, if any.
     stalled_s: Option<f64>,
+    /// Whether ack latency was recorded (HdrHistograms per step and per second).
+    latency_recorded: bool,
     acked_per_s: f64,
     cpu_us_per_acked: f64,
     /// Resident memory once the address table is built, before the load.
@@ -180,6 +182,14 @@ fn nix_kill(pid: u32, sig: i32) -> std::io::Result<()> {
     }
 }
 
+/// What an arm varies beside the point count.
+#[derive(Debug, Clone, Copy)]
+struct ArmShape {
+    /// Freeze the broker this long from a third of the window on.
+    stall: Option<Duration>,
+    record_latency: bool,
+}
+
 /// scalebench's generator (model + adapter in WebAssembly, paced, bounded)
 /// against the broker for `seconds`, optionally freezing the broker for
 /// `stall` from a third of the window on.
@@ -188,10 +198,11 @@ fn generator_arm(
     args: &GeneratorBenchArgs,
     points: u64,
     interval: Duration,
-    stall: Option<Duration>,
+    shape: ArmShape,
     broker: &Mosquitto,
     tokio_rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<(Arm, Vec<u8>)> {
+    let ArmShape { stall, record_latency } = shape;
     let seconds = args.seconds.max(1.0);
     let rt = crate::catalog::runtime(opts)?;
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
@@ -212,6 +223,7 @@ fn generator_arm(
     let rss_before = hardware::self_rss_bytes();
     let (mut arm, offered) = tokio_rt.block_on(async {
         let transport = MqttTransport::start(&cfg);
+        transport.live.no_latency.store(!record_latency, Ordering::Relaxed);
         let senders = transport.senders();
         let live = Arc::new(ProducerLive::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -268,6 +280,7 @@ fn generator_arm(
             Arm {
                 points,
                 stalled_s: stall.map(|d| d.as_secs_f64()),
+                latency_recorded: record_latency,
                 acked_per_s: f.rate(),
                 cpu_us_per_acked: f.cpu_us(),
                 rss_before_load_bytes: rss_before,
@@ -309,7 +322,10 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
     // Our arms first: the baseline's buffers, once freed, would still count
     // in this process's resident memory.
     for &points in &sizes {
-        for stall in [None].into_iter().chain(stall.map(Some)) {
+        // Without a stall, once without latency recording too: its cost,
+        // measured beside it in the same invocation.
+        let arms_of_size = [(None, false), (None, true)].into_iter().chain(stall.map(|d| (Some(d), true)));
+        for (stall, record) in arms_of_size {
             // A fresh broker per arm: a stalled one's backlog must not slow the next.
             let broker = start_mosquitto()?;
             eprintln!(
@@ -321,7 +337,8 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
                 connections_for(&args, points, interval),
                 stall.map(|d| format!(", broker frozen for {:?} from {:.0} s", d, seconds / 3.0)).unwrap_or_default()
             );
-            let (arm, p) = generator_arm(opts, &args, points, interval, stall, &broker, &tokio_rt)?;
+            let shape = ArmShape { stall, record_latency: record };
+            let (arm, p) = generator_arm(opts, &args, points, interval, shape, &broker, &tokio_rt)?;
             payload = p;
             arms.push(arm);
         }
@@ -370,9 +387,10 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
         );
     }
     for a in arms {
-        let label = match a.stalled_s {
-            Some(s) => format!("scalebench {} pts, broker frozen {s:.0} s", group(a.points)),
-            None => format!("scalebench {} pts", group(a.points)),
+        let label = match (a.stalled_s, a.latency_recorded) {
+            (Some(s), _) => format!("scalebench {} pts, broker frozen {s:.0} s", group(a.points)),
+            (None, true) => format!("scalebench {} pts", group(a.points)),
+            (None, false) => format!("scalebench {} pts, latency not recorded", group(a.points)),
         };
         println!(
             "{:<44} {:>12} {:>9.2} {:>9.1} {:>9.1} {:>9.1} {:>8.1}",
@@ -386,7 +404,8 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
         );
     }
     println!("bound = RSS before the load + the transport's queue bound (channels, in-flight window, write buffer) + {} MB working set.", RSS_ALLOWANCE >> 20);
-    println!("Goals: <= 2 us generator CPU per acked message; <= 300 MB peak RSS at 1M points, with the broker keeping up and frozen.");
+    println!("Latency: every ack is recorded from its intended and its actual send time (HdrHistograms per step and per second) unless the row says otherwise.");
+    println!("Goals: <= 2 us generator CPU per acked message; <= 300 MB peak RSS at 1M points, with the broker keeping up and frozen, latency recorded.");
 }
 
 /// Plain async-nats: pre-built payloads, no pacing. JetStream with up to

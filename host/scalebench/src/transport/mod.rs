@@ -64,6 +64,9 @@ pub struct Live {
     /// The soak's start (ms since the epoch): readings due before it are not
     /// in the step's latency histograms. 0 (the default) records everything.
     pub soak_from_ms: AtomicI64,
+    /// Turns latency recording off (only the generator benchmark does, to
+    /// measure what recording costs).
+    pub no_latency: std::sync::atomic::AtomicBool,
 }
 
 /// Messages for one connection, sent together.
@@ -220,6 +223,7 @@ pub(crate) fn note_error(counts: &std::sync::Mutex<AckCounts>, live: &Live, msg:
 /// the one path every transport's acks take.
 pub(crate) fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ms: i64) -> u64 {
     c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
+    c.latency.enabled = !live.no_latency.load(Ordering::Relaxed);
     let n = c.record_ack(carries, t, at_ms);
     live.readings_acked.fetch_add(n, Ordering::Relaxed);
     n
