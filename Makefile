@@ -7,7 +7,7 @@ CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CARGO_TARGET_DIR
 RUN_ARGS ?= --steps 1k,2.5k --warmup 10s --soak 30s
 
-.PHONY: setup run test bench
+.PHONY: setup run test bench lint
 
 setup:
 	./scripts/setup.sh
@@ -22,3 +22,11 @@ test: setup
 
 bench: setup
 	cargo run --release -p scalebench -- gen --bench --model plant-shaped
+
+# The gates CI runs before the tests: formatting and clippy in both
+# workspaces (the host's and the plugins').
+lint:
+	cargo fmt --all --check
+	cd plugins && cargo fmt --all --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
+	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo clippy --release --workspace --all-targets -- -D warnings
