@@ -66,6 +66,7 @@ fn a_20s_freeze_fails_with_the_same_reason_at_any_window() {
         assert!((28.0..32.0).contains(&from), "{window:?}: the silence began {from} s into the soak");
         let p99 = s["ack_latency"]["intended"]["p99_s"].as_f64().unwrap();
         assert!(p99 > 15.0, "{window:?}: intended-time p99 {p99} s with a third of the soak frozen");
+        assert!(why.contains("behind schedule: ack latency p99"), "{window:?}: {why}");
         let service = s["ack_latency"]["service"]["p99_s"].as_f64().unwrap();
         assert!(service <= p99, "service time {service} s cannot exceed intended-time latency {p99} s");
         // The hole is in the per-second series: seconds inside the freeze acked nothing.
