@@ -106,7 +106,9 @@ const RULES_SHAPE: &str = r#"{"step_rules": {"ack_latency_p99": {"limit_s": 10, 
 fn parse_rules(v: serde_json::Value, file: &Path) -> Result<StepRules, UsageError> {
     let file = file.display();
     let rules: StepRules = serde_json::from_value(v).map_err(|e| {
-        UsageError(format!("{file}: `step_rules`: {e}\nhint: the step rules look like {RULES_SHAPE} (limits in seconds)"))
+        UsageError(format!(
+            "{file}: `step_rules`: {e}\nhint: the step rules look like {RULES_SHAPE} (limits in seconds)"
+        ))
     })?;
     for (name, r) in [("ack_latency_p99", &rules.ack_latency_p99), ("silence", &rules.silence)] {
         if !r.limit_s.is_finite() || r.limit_s <= 0.0 {

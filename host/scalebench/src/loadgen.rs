@@ -266,8 +266,7 @@ pub fn produce(
         }];
         let mut extra = Duration::ZERO;
         let deadline = Instant::now().max(end_instant) + Duration::from_secs(5);
-        if send_until(&senders[0], batch, stop, deadline, &mut extra, None) == Sent::Yes
-        {
+        if send_until(&senders[0], batch, stop, deadline, &mut extra, None) == Sent::Yes {
             live.canaries.lock().unwrap().push((canary_seq, ts));
             canary_seq += 1;
         }

@@ -98,7 +98,8 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         fail.push(format!("data loss: {} second(s) stored < 99% of acked", i.short_seconds_count));
     }
     let a = &step.ack_latency;
-    let p99 = a.intended.p99_s.map(|p| format!("; ack latency p99 {} from intended send time", secs(p))).unwrap_or_default();
+    let p99 =
+        a.intended.p99_s.map(|p| format!("; ack latency p99 {} from intended send time", secs(p))).unwrap_or_default();
     if let Some(silent) = a.longest_silence_s.filter(|s| *s > ctx.rules.silence.limit_s) {
         let when = match (a.silence_from_soak_s, a.silence_to_soak_s) {
             (Some(f), Some(t)) => format!(", from {f:.1} s to {t:.1} s of the soak"),
@@ -123,10 +124,7 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         ));
     }
     if step.lag.lost > 0 {
-        fail.push(format!(
-            "{} lost canaries (acknowledged, not stored within the drain timeout)",
-            step.lag.lost
-        ));
+        fail.push(format!("{} lost canaries (acknowledged, not stored within the drain timeout)", step.lag.lost));
     }
     if let Some(d) = i.broker_dropped_delta {
         if d > 0.0 {

@@ -277,7 +277,11 @@ fn a_broker_throttled_to_half_the_rate_fails_naming_the_rate_and_loses_nothing_u
     let start = s["series"]["start_unix_s"].as_f64().unwrap();
     let step_start = chrono::DateTime::parse_from_rfc3339(s["started_utc"].as_str().unwrap()).unwrap();
     let step_end = step_start.timestamp_millis() as f64 / 1e3 + s["duration_s"].as_f64().unwrap();
-    assert!(step_end - (start + last_ack + 1.0) < 30.0, "the step ended {} s after its last ack", step_end - start - last_ack);
+    assert!(
+        step_end - (start + last_ack + 1.0) < 30.0,
+        "the step ended {} s after its last ack",
+        step_end - start - last_ack
+    );
     // An external stack's processes are not visible: restarts are unmeasured, never zero.
     assert!(reasons(s).contains("not measured: restarts"), "{}", reasons(s));
     stack.stop();

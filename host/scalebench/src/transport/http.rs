@@ -35,8 +35,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::Live;
-use crate::latency::Timing;
 use super::{AckCounts, Batch, Carries, Message};
+use crate::latency::Timing;
 use crate::loadgen::now_ms;
 
 /// Largest response body the transport reads: an ingest answer is small,

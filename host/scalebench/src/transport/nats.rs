@@ -25,8 +25,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::Live;
-use crate::latency::Timing;
 use super::{note_error, AckCounts, Batch, Carries};
+use crate::latency::Timing;
 use crate::loadgen::now_ms;
 
 #[derive(Debug, Clone)]
@@ -282,13 +282,7 @@ fn headers(carries: Carries) -> async_nats::HeaderMap {
     h
 }
 
-fn count_ack(
-    c: &mut AckCounts,
-    live: &Live,
-    carries: Carries,
-    t: Timing,
-    canary_acks: &Mutex<BTreeMap<u64, i64>>,
-) {
+fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
     let at = now_ms();
     super::count_ack(c, live, carries, t, at);
     if let Carries::Canary { seq } = carries {
