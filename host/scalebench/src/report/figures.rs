@@ -200,14 +200,18 @@ fn latency(c: &StepCtx) -> Figure {
     if let Some(p) = a.intended.p99_s {
         rules.push(Rule { name: format!("soak p99 {}", seconds(p)), value: p, limit: false });
     }
-    let caption = format!(
+    let caption = if super::step_facts::latency_rows(c.s).is_none() {
+        "Ack latency: not recorded in this result.".to_string()
+    } else {
+        format!(
         "Ack latency from the intended send time over the soak: p50 {}, p99 {}, max {}; from the send (service time): p99 {}. {}",
         format::measured_seconds(a.intended.p50_s),
         format::measured_seconds(a.intended.p99_s),
         format::measured_seconds(a.intended.max_s),
         format::measured_seconds(a.service.p99_s),
         super::step_facts::silence_text(c.s)
-    );
+    )
+    };
     let chart = LineChart {
         title: c.title("Ack latency p99 per second"),
         subtitle: c.sub.clone(),
@@ -245,7 +249,7 @@ fn lag(c: &StepCtx) -> Figure {
         "Canaries sent {}, lost {}, unknown {}; p50 {}, p95 {}, max {} (storage polled every {}).",
         thousands(s.lag.canaries_sent),
         thousands(s.lag.lost),
-        thousands(s.lag.unknown),
+        super::step_facts::unknown_canaries(s),
         format::measured_seconds(s.lag.p50_s),
         format::measured_seconds(s.lag.p95_s),
         format::measured_seconds(s.lag.max_s),

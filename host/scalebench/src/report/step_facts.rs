@@ -71,13 +71,23 @@ pub fn outcomes_text(s: &StepResult) -> Option<String> {
     ))
 }
 
-/// "Canaries: 30 sent · 1 lost · 2 unknown (never acknowledged)."
+/// Canaries never acknowledged, counted; "not recorded" in a result
+/// written before they were told apart (canaries sent, none recorded).
+pub fn unknown_canaries(s: &StepResult) -> String {
+    if s.canaries.is_empty() && s.lag.canaries_sent > 0 {
+        "not recorded".into()
+    } else {
+        thousands(s.lag.unknown)
+    }
+}
+
+/// "Canaries: 30 sent · 1 lost (…) · 2 unknown (never acknowledged)."
 pub fn canaries_text(s: &StepResult) -> String {
     format!(
-        "Canaries: {} sent · {} lost (acknowledged, never stored) · {} unknown (never acknowledged).",
+        "Canaries: {} sent · {} lost (acknowledged, never stored) · unknown (never acknowledged): {}.",
         thousands(s.lag.canaries_sent),
         thousands(s.lag.lost),
-        thousands(s.lag.unknown)
+        unknown_canaries(s)
     )
 }
 
