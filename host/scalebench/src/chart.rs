@@ -376,10 +376,12 @@ impl LineChart {
         for (x, label) in &self.x_marks {
             let _ =
                 chart.draw_series(DashedLineSeries::new(vec![(*x, 0.0), (*x, y1)], 4, 4, REFERENCE.stroke_width(1)));
+            // A label near the right edge reads leftwards, so it is not cut off.
+            let side = if *x > x0 + 0.8 * (x1 - x0) { HPos::Right } else { HPos::Left };
             let _ = chart.draw_series(std::iter::once(Text::new(
                 clean(label),
                 (*x, y1),
-                font(10.0).color(&REFERENCE).pos(Pos::new(HPos::Left, VPos::Top)),
+                font(10.0).color(&REFERENCE).pos(Pos::new(side, VPos::Top)),
             )));
         }
         for r in &self.rules {
