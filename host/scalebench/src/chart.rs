@@ -83,6 +83,7 @@ enum Key {
     Box(RGBColor),
     Line(RGBColor),
     Dashed(RGBColor),
+    Cross(RGBColor),
 }
 
 /// Title, subtitle and legend on top of `root`; returns the height used.
@@ -121,6 +122,9 @@ fn header(
             Key::Dashed(c) => {
                 let _ = root.draw(&PathElement::new(vec![(xi, yi + 6), (xi + 6, yi + 6)], c.stroke_width(1)));
                 let _ = root.draw(&PathElement::new(vec![(xi + 10, yi + 6), (xi + 16, yi + 6)], c.stroke_width(1)));
+            }
+            Key::Cross(c) => {
+                let _ = root.draw(&Cross::new((xi + 8, yi + 6), 5, c.stroke_width(2)));
             }
         }
         let _ = root.draw(&Text::new(clean(name), (xi + 21, yi), font(11.0)));
@@ -182,6 +186,28 @@ pub struct Rule {
     pub limit: bool,
 }
 
+/// Moments marked along the x axis that have no value to plot (e.g. canaries
+/// never stored): crosses along the top of the plot, drawn as data.
+#[derive(Debug, Clone)]
+pub struct Events {
+    pub name: String,
+    pub xs: Vec<f64>,
+    /// Red (a failure: data lost) rather than amber (not known).
+    pub severe: bool,
+}
+
+const UNKNOWN: RGBColor = RGBColor(0xb8, 0x86, 0x0b);
+
+impl Events {
+    fn color(&self) -> RGBColor {
+        if self.severe {
+            LIMIT
+        } else {
+            UNKNOWN
+        }
+    }
+}
+
 /// Lines over a shared x axis.
 #[derive(Debug, Clone)]
 pub struct LineChart {
@@ -193,6 +219,8 @@ pub struct LineChart {
     pub rules: Vec<Rule>,
     /// Vertical markers (e.g. where the soak starts).
     pub x_marks: Vec<(f64, String)>,
+    /// Moments without a value (drawn as crosses); empty groups are not drawn.
+    pub events: Vec<Events>,
     pub note: String,
     /// How y tick labels read.
     pub y_format: fn(f64) -> String,
@@ -211,6 +239,7 @@ impl Default for LineChart {
             lines: Vec::new(),
             rules: Vec::new(),
             x_marks: Vec::new(),
+            events: Vec::new(),
             note: String::new(),
             y_format: compact,
             x_names: Vec::new(),
@@ -218,60 +247,88 @@ impl Default for LineChart {
     }
 }
 
+type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
 impl LineChart {
-    /// Whether any line has a measured point.
+    /// Whether any line has a measured point, or any event was marked.
     pub fn has_data(&self) -> bool {
         self.lines.iter().any(|l| l.points.iter().any(|(x, y)| x.is_finite() && y.is_some_and(f64::is_finite)))
+            || self.events.iter().any(|e| e.xs.iter().any(|x| x.is_finite()))
+    }
+
+    /// What the chart plots, as data: every line's (x, y) with null where
+    /// not measured, the rules, the x markers and the events. The same
+    /// values `render` draws, for a reader (or a test) that reads no pixels.
+    pub fn data(&self) -> serde_json::Value {
+        serde_json::json!({
+            "title": self.title,
+            "x_label": self.x_label,
+            "y_label": self.y_label,
+            "x_names": self.x_names,
+            "lines": self.lines.iter().map(|l| serde_json::json!({
+                "name": l.name,
+                "points": l.points.iter().map(|(x, y)| serde_json::json!([x, y])).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "rules": self.rules.iter().map(|r| serde_json::json!({"name": r.name, "value": r.value, "limit": r.limit}))
+                .collect::<Vec<_>>(),
+            "x_marks": self.x_marks.iter().map(|(x, n)| serde_json::json!({"x": x, "name": n})).collect::<Vec<_>>(),
+            "events": self.events.iter().map(|e| serde_json::json!({"name": e.name, "x": e.xs, "severe": e.severe}))
+                .collect::<Vec<_>>(),
+        })
+    }
+
+    fn legend(&self) -> Vec<(String, Key)> {
+        let mut legend: Vec<(String, Key)> =
+            self.lines.iter().enumerate().map(|(i, l)| (l.name.clone(), Key::Line(COLORS[i % COLORS.len()]))).collect();
+        legend.extend(self.events.iter().filter(|e| !e.xs.is_empty()).map(|e| (e.name.clone(), Key::Cross(e.color()))));
+        legend
+            .extend(self.rules.iter().map(|r| (r.name.clone(), Key::Dashed(if r.limit { LIMIT } else { REFERENCE }))));
+        legend
+    }
+
+    /// The x and y ranges: every point, mark and event; y from 0.
+    fn ranges(&self) -> ((f64, f64), f64) {
+        let finite = |v: &f64| v.is_finite();
+        let xs: Vec<f64> = self
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.0))
+            .chain(self.x_marks.iter().map(|m| m.0))
+            .chain(self.events.iter().flat_map(|e| e.xs.iter().copied()))
+            .filter(finite)
+            .collect();
+        let (mut x0, mut x1) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(*x), b.max(*x)));
+        if !x0.is_finite() {
+            (x0, x1) = (0.0, 1.0);
+        }
+        if !self.x_names.is_empty() {
+            (x0, x1) = (-0.5, self.x_names.len() as f64 - 0.5);
+        }
+        if x1 - x0 < 1e-9 {
+            (x0, x1) = (x0 - 1.0, x1 + 1.0);
+        }
+        let ymax = self
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().filter_map(|p| p.1))
+            .chain(self.rules.iter().map(|r| r.value))
+            .filter(finite)
+            .fold(0.0, f64::max);
+        ((x0, x1), if ymax > 0.0 { ymax * 1.1 } else { 1.0 })
     }
 
     pub fn render(&self) -> Svg {
-        let (w, h) = (760.0, 330.0 + 18.0 * (self.lines.len() + self.rules.len()).saturating_sub(4).div_ceil(4) as f64);
+        let (w, h) = (760.0, 330.0 + 18.0 * (self.legend().len()).saturating_sub(4).div_ceil(4) as f64);
         let mut buf = String::new();
         let mut marks = 0;
         {
             let root = SVGBackend::with_string(&mut buf, (w as u32, h as u32)).into_drawing_area();
             let _ = root.fill(&WHITE);
-            let mut legend: Vec<(String, Key)> = self
-                .lines
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (l.name.clone(), Key::Line(COLORS[i % COLORS.len()])))
-                .collect();
-            legend.extend(
-                self.rules.iter().map(|r| (r.name.clone(), Key::Dashed(if r.limit { LIMIT } else { REFERENCE }))),
-            );
-            let top = header(&root, w, &self.title, &self.subtitle, &legend);
+            let top = header(&root, w, &self.title, &self.subtitle, &self.legend());
             let foot = if self.note.is_empty() { 6.0 } else { 26.0 };
             footnote(&root, h, &self.note);
             let plot = root.clone().shrink((0, top as u32), (w as u32, (h - top - foot) as u32));
-
-            let finite = |v: &f64| v.is_finite();
-            let xs: Vec<f64> = self
-                .lines
-                .iter()
-                .flat_map(|l| l.points.iter().map(|p| p.0))
-                .chain(self.x_marks.iter().map(|m| m.0))
-                .filter(finite)
-                .collect();
-            let (mut x0, mut x1) =
-                xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(*x), b.max(*x)));
-            if !x0.is_finite() {
-                (x0, x1) = (0.0, 1.0);
-            }
-            if !self.x_names.is_empty() {
-                (x0, x1) = (-0.5, self.x_names.len() as f64 - 0.5);
-            }
-            if x1 - x0 < 1e-9 {
-                (x0, x1) = (x0 - 1.0, x1 + 1.0);
-            }
-            let ymax = self
-                .lines
-                .iter()
-                .flat_map(|l| l.points.iter().filter_map(|p| p.1))
-                .chain(self.rules.iter().map(|r| r.value))
-                .filter(finite)
-                .fold(0.0, f64::max);
-            let y1 = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
+            let ((x0, x1), y1) = self.ranges();
             // Building a chart on an in-memory SVG cannot fail in practice;
             // if it ever does, the chart is left empty (and counts 0 marks).
             let built = ChartBuilder::on(&plot)
@@ -283,72 +340,80 @@ impl LineChart {
                 .y_label_area_size(70)
                 .build_cartesian_2d(x0..x1, 0f64..y1);
             if let Ok(mut chart) = built {
-                let yfmt = self.y_format;
-                let named = !self.x_names.is_empty();
-                let xfmt = move |v: &f64| compact(*v);
-                let _ = chart
-                    .configure_mesh()
-                    .bold_line_style(GRID)
-                    .light_line_style(TRANSPARENT)
-                    .axis_style(INK)
-                    .x_labels(if named { 0 } else { 8 })
-                    .y_labels(6)
-                    .label_style(font(10.0))
-                    .axis_desc_style(font(11.0))
-                    .x_desc(clean(&self.x_label))
-                    .y_desc(clean(&self.y_label))
-                    .x_label_formatter(&xfmt)
-                    .y_label_formatter(&|v: &f64| yfmt(*v))
-                    .draw();
-                for (i, name) in self.x_names.iter().enumerate() {
-                    let (px, py) = chart.backend_coord(&(i as f64, 0.0));
-                    let _ = root.draw(&PathElement::new(vec![(px, py), (px, py + 5)], INK.stroke_width(1)));
-                    let _ = root.draw(&Text::new(
-                        clean(name),
-                        (px, py + 8),
-                        font(10.0).pos(Pos::new(HPos::Center, VPos::Top)),
-                    ));
-                }
-                for (x, label) in &self.x_marks {
-                    let _ = chart.draw_series(DashedLineSeries::new(
-                        vec![(*x, 0.0), (*x, y1)],
-                        4,
-                        4,
-                        REFERENCE.stroke_width(1),
-                    ));
-                    let _ = chart.draw_series(std::iter::once(Text::new(
-                        clean(label),
-                        (*x, y1),
-                        font(10.0).color(&REFERENCE).pos(Pos::new(HPos::Left, VPos::Top)),
-                    )));
-                }
-                for r in &self.rules {
-                    let c = if r.limit { LIMIT } else { REFERENCE };
-                    let _ = chart.draw_series(DashedLineSeries::new(
-                        vec![(x0, r.value), (x1, r.value)],
-                        6,
-                        4,
-                        c.stroke_width(1),
-                    ));
-                }
+                self.draw_frame(&root, &mut chart, (x0, x1), y1);
                 data_starts(&root);
-                for (i, l) in self.lines.iter().enumerate() {
-                    let c = COLORS[i % COLORS.len()];
-                    for seg in segments(&l.points) {
-                        if seg.len() >= 2 {
-                            let _ = chart.draw_series(LineSeries::new(seg.iter().copied(), c.stroke_width(2)));
-                            marks += 1;
-                        }
-                        if seg.len() <= 40 {
-                            let _ = chart.draw_series(seg.iter().map(|p| Circle::new(*p, 3, c.filled())));
-                            marks += seg.len();
-                        }
-                    }
-                }
+                marks = self.draw_data(&mut chart, y1);
             }
             let _ = root.present();
         }
         finish(buf, &self.title, marks)
+    }
+
+    /// Axes, named x ticks, x markers and rule lines: everything but the data.
+    fn draw_frame(&self, root: &DrawingArea<SVGBackend, Shift>, chart: &mut Plot, (x0, x1): (f64, f64), y1: f64) {
+        let yfmt = self.y_format;
+        let named = !self.x_names.is_empty();
+        let xfmt = move |v: &f64| compact(*v);
+        let _ = chart
+            .configure_mesh()
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .axis_style(INK)
+            .x_labels(if named { 0 } else { 8 })
+            .y_labels(6)
+            .label_style(font(10.0))
+            .axis_desc_style(font(11.0))
+            .x_desc(clean(&self.x_label))
+            .y_desc(clean(&self.y_label))
+            .x_label_formatter(&xfmt)
+            .y_label_formatter(&|v: &f64| yfmt(*v))
+            .draw();
+        for (i, name) in self.x_names.iter().enumerate() {
+            let (px, py) = chart.backend_coord(&(i as f64, 0.0));
+            let _ = root.draw(&PathElement::new(vec![(px, py), (px, py + 5)], INK.stroke_width(1)));
+            let _ = root.draw(&Text::new(clean(name), (px, py + 8), font(10.0).pos(Pos::new(HPos::Center, VPos::Top))));
+        }
+        for (x, label) in &self.x_marks {
+            let _ =
+                chart.draw_series(DashedLineSeries::new(vec![(*x, 0.0), (*x, y1)], 4, 4, REFERENCE.stroke_width(1)));
+            // A label near the right edge reads leftwards, so it is not cut off.
+            let side = if *x > x0 + 0.8 * (x1 - x0) { HPos::Right } else { HPos::Left };
+            let _ = chart.draw_series(std::iter::once(Text::new(
+                clean(label),
+                (*x, y1),
+                font(10.0).color(&REFERENCE).pos(Pos::new(side, VPos::Top)),
+            )));
+        }
+        for r in &self.rules {
+            let c = if r.limit { LIMIT } else { REFERENCE };
+            let _ =
+                chart.draw_series(DashedLineSeries::new(vec![(x0, r.value), (x1, r.value)], 6, 4, c.stroke_width(1)));
+        }
+    }
+
+    /// Lines (points too when few) and event crosses; returns the marks drawn.
+    fn draw_data(&self, chart: &mut Plot, y1: f64) -> usize {
+        let mut marks = 0;
+        for (i, l) in self.lines.iter().enumerate() {
+            let c = COLORS[i % COLORS.len()];
+            for seg in segments(&l.points) {
+                if seg.len() >= 2 {
+                    let _ = chart.draw_series(LineSeries::new(seg.iter().copied(), c.stroke_width(2)));
+                    marks += 1;
+                }
+                if seg.len() <= 40 {
+                    let _ = chart.draw_series(seg.iter().map(|p| Circle::new(*p, 3, c.filled())));
+                    marks += seg.len();
+                }
+            }
+        }
+        for e in &self.events {
+            let style = e.color().stroke_width(2);
+            let xs = e.xs.iter().filter(|x| x.is_finite());
+            let _ = chart.draw_series(xs.clone().map(|x| Cross::new((*x, y1 * 0.95), 5, style)));
+            marks += xs.count();
+        }
+        marks
     }
 }
 
@@ -435,6 +500,19 @@ impl BarChart {
     /// Whether any bar has a value.
     pub fn has_data(&self) -> bool {
         self.series.iter().any(|s| s.values.iter().any(|v| v.is_some_and(f64::is_finite)))
+    }
+
+    /// What the chart plots, as data: categories, every series' values
+    /// (null where none) and the markers.
+    pub fn data(&self) -> serde_json::Value {
+        serde_json::json!({
+            "title": self.title,
+            "value_label": self.value_label,
+            "categories": self.categories,
+            "series": self.series.iter().map(|s| serde_json::json!({"name": s.name, "values": s.values}))
+                .collect::<Vec<_>>(),
+            "markers": self.markers.as_ref().map(|m| serde_json::json!({"name": m.name, "values": m.values})),
+        })
     }
 
     /// The chart as a standalone SVG document.
@@ -719,6 +797,38 @@ mod tests {
         let empty = LineChart { lines: vec![Line { name: "stored/s".into(), points: vec![(0.0, None)] }], ..c };
         assert!(!empty.has_data());
         assert_eq!(empty.render().marks, 0);
+    }
+
+    #[test]
+    fn events_are_data_and_every_chart_gives_its_values() {
+        let c = LineChart {
+            title: "Lag per canary".into(),
+            lines: vec![Line { name: "lag".into(), points: vec![(0.0, Some(0.1)), (2.0, None), (4.0, Some(21.0))] }],
+            events: vec![
+                Events { name: "lost canary".into(), xs: vec![2.0], severe: true },
+                Events { name: "unknown canary".into(), xs: vec![], severe: false },
+            ],
+            ..Default::default()
+        };
+        let svg = c.render();
+        well_formed(&svg.text);
+        // Two single points (the gap splits the line) and one cross.
+        assert_eq!(svg.marks, 2 + 1);
+        assert!(svg.text.contains("lost canary") && !svg.text.contains("unknown canary"), "empty groups have no key");
+        let d = c.data();
+        assert_eq!(d["lines"][0]["points"], serde_json::json!([[0.0, 0.1], [2.0, null], [4.0, 21.0]]));
+        assert_eq!(d["events"][0]["x"], serde_json::json!([2.0]));
+        // Only events: still a chart with data.
+        let only = LineChart { lines: vec![Line { name: "lag".into(), points: vec![(2.0, None)] }], ..c };
+        assert!(only.has_data());
+        assert_eq!(only.render().marks, 1);
+
+        let b = BarChart {
+            categories: vec!["a".into()],
+            series: vec![Series { name: "s".into(), values: vec![None] }],
+            ..Default::default()
+        };
+        assert_eq!(b.data()["series"][0]["values"], serde_json::json!([null]));
     }
 
     #[test]

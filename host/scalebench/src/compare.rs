@@ -1,7 +1,9 @@
 //! Ladder results side by side: per step, stored/s, accepted/s, p95 lag,
 //! every probe, the stack's memory and the storage's size, one column per
 //! run (named by target, run or model) and the change from the first run
-//! with its sign. Overlaid charts of the same. The columns of the original
+//! with its sign. Overlaid charts of the same, and per step size the
+//! runs' acked readings and ack latency p99 per second and every canary's
+//! lag (where the results hold per-second series). The columns of the original
 //! "Baler vs Haxall" comparison; also this week's build against last week's,
 //! plant-shaped data against noise.
 //!
@@ -14,8 +16,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::chart::{BarChart, Line, LineChart, Series, Svg};
+use crate::chart::{BarChart, Events, Line, LineChart, Series, Svg};
 use crate::format::{self, bytes, compact, delta, seconds, thousands};
+use crate::report::series;
 use crate::report::table::cell;
 use crate::results::{RunResult, StepResult};
 
@@ -273,6 +276,7 @@ impl<'a> Comparison<'a> {
             format::whole,
         );
         self.table(&mut m, "p95 lag", &|s| s.lag.p95_s, seconds);
+        self.table(&mut m, "Ack latency p99 (from the intended send time)", &|s| s.ack_latency.intended.p99_s, seconds);
         for name in self.probe_names() {
             let n = name.clone();
             self.table(
@@ -386,6 +390,65 @@ impl<'a> Comparison<'a> {
             };
             if c.has_data() {
                 out.push(("compare-probes.svg".into(), c.render()));
+            }
+        }
+        out.extend(self.per_second_charts(&sub));
+        out
+    }
+
+    /// Per step size that a run recorded per-second series for, overlaid
+    /// per run: acked readings per second, ack latency p99 per second, and
+    /// the lag of every canary (lost and unknown ones marked).
+    fn per_second_charts(&self, sub: &str) -> Vec<(String, Svg)> {
+        let mut out = Vec::new();
+        for p in self.points() {
+            let steps: Vec<(&String, &StepResult)> = self
+                .runs
+                .iter()
+                .zip(&self.labels)
+                .filter_map(|(r, l)| Self::step(r, p).filter(|s| series::has_series(s)).map(|s| (l, s)))
+                .collect();
+            if steps.is_empty() {
+                continue;
+            }
+            let chart =
+                |what: &str, y: &str, lines: Vec<Line>, events: Vec<Events>, y_format: fn(f64) -> String| LineChart {
+                    title: format!("{what} — {} points", thousands(p)),
+                    subtitle: sub.to_string(),
+                    x_label: "seconds since the load started".into(),
+                    y_label: y.into(),
+                    lines,
+                    events,
+                    y_format,
+                    ..Default::default()
+                };
+            let seconds_fmt: fn(f64) -> String = |v| format!("{} s", compact(v));
+            let acked = chart(
+                "Acked readings per second",
+                "acked per second (by arrival)",
+                steps.iter().map(|(l, s)| series::acked(s, l)).collect(),
+                vec![],
+                compact,
+            );
+            let latency = chart(
+                "Ack latency p99 per second, from the intended send time",
+                "p99 of that second's acks (s)",
+                steps.iter().map(|(l, s)| series::latency_p99(s, l)).collect(),
+                vec![],
+                seconds_fmt,
+            );
+            let with_canaries: Vec<_> = steps.iter().filter(|(_, s)| series::has_canaries(s)).collect();
+            let lag = chart(
+                "Lag of every canary",
+                "lag at the canary's send time (s)",
+                with_canaries.iter().map(|(l, s)| series::canary_lag(s, l)).collect(),
+                with_canaries.iter().flat_map(|(l, s)| series::canary_events(s, &format!("{l}: "))).collect(),
+                seconds_fmt,
+            );
+            for (kind, c) in [("acked", acked), ("latency", latency), ("lag", lag)] {
+                if c.has_data() {
+                    out.push((format!("compare-{p}pts-{kind}.svg"), c.render()));
+                }
             }
         }
         out

@@ -773,9 +773,12 @@ fn ack_latency(counts: &AckCounts, soak_from_ms: i64) -> AckLatency {
             a.longest_silence_s = Some(sil.len_ms() as f64 / 1e3);
             a.silence_from_soak_s = Some((sil.from_ms - soak_from_ms) as f64 / 1e3);
             a.silence_to_soak_s = Some((sil.to_ms - soak_from_ms) as f64 / 1e3);
-            // Total when no connection had any answer in the silence's whole seconds.
+            // Total when no connection had any answer in the silence's whole
+            // seconds; a silence shorter than that holds no whole second (and
+            // an empty range, start past end, is not a range a map can take).
             let inner = (sil.from_ms.div_euclid(1000) + 1)..sil.to_ms.div_euclid(1000);
-            a.silence_total = counts.acked_by_arrival_second.range(inner.clone()).all(|(_, n)| *n == 0)
+            a.silence_total = !inner.is_empty()
+                && counts.acked_by_arrival_second.range(inner.clone()).all(|(_, n)| *n == 0)
                 && counts.refused_by_arrival_second.range(inner).all(|(_, n)| *n == 0);
         }
         // Answers came and none waited: no silence, measured.
@@ -1090,4 +1093,27 @@ async fn read_stats(session: &Session, stored_rps: Option<f64>) -> (Db, Durabili
         }
     }
     (db, durability)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::latency::Silence;
+    use crate::transport::AckCounts;
+
+    #[test]
+    fn a_silence_inside_one_second_is_measured_not_a_panic() {
+        let mut counts = AckCounts { settled_msgs: 3, ..Default::default() };
+        counts.acked_by_arrival_second.insert(1, 10);
+        counts.latency.longest_silence = Some(Silence { from_ms: 1_500, to_ms: 1_800 });
+        let a = super::ack_latency(&counts, 0);
+        assert_eq!(a.longest_silence_s, Some(0.3));
+        assert!(!a.silence_total, "no whole second lies in it");
+
+        counts.latency.longest_silence = Some(Silence { from_ms: 1_500, to_ms: 4_200 });
+        let a = super::ack_latency(&counts, 1_000);
+        assert_eq!((a.silence_from_soak_s, a.silence_to_soak_s), (Some(0.5), Some(3.2)));
+        assert!(a.silence_total, "seconds 2 and 3 had no answer");
+        counts.acked_by_arrival_second.insert(3, 1);
+        assert!(!super::ack_latency(&counts, 1_000).silence_total);
+    }
 }

@@ -76,8 +76,10 @@ struct SeenChart {
     svg: bool,
     w: f64,
     h: f64,
-    /// Data marks (lines, points, bars) with a non-empty box, as laid out.
+    /// Data marks (lines, points, bars, crosses) with a non-empty box, as laid out.
     drawn: u32,
+    /// The values the chart drew, as its figure carries them (`data-series`).
+    data: Option<serde_json::Value>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -99,11 +101,12 @@ window.addEventListener('load', () => {
     const svg = f.querySelector('svg');
     const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
     let drawn = 0;
-    if (svg) for (const el of svg.querySelectorAll('g.data polyline, g.data circle, g.data rect, g.data path')) {
+    if (svg) for (const el of svg.querySelectorAll('g.data polyline, g.data circle, g.data rect, g.data path, g.data line')) {
       const b = el.getBBox();
       if (b.width > 0 || b.height > 0) drawn++;
     }
-    out.charts.push({id: f.dataset.chart, svg: !!svg, w: r.width, h: r.height, drawn});
+    const data = f.dataset.series ? JSON.parse(f.dataset.series) : null;
+    out.charts.push({id: f.dataset.chart, svg: !!svg, w: r.width, h: r.height, drawn, data});
   }
   const pre = document.createElement('pre'); pre.id = 'check'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
@@ -132,13 +135,22 @@ fn console_messages(html: &Path) -> Vec<String> {
     err.lines().filter(|l| l.contains("CONSOLE")).map(str::to_string).collect()
 }
 
-/// Every chart a report of `r` must hold, by id.
+/// Every chart a report of `r` must hold drawn, by id (the ack latency per
+/// second only where the step recorded per-second series).
 fn expected_charts(r: &RunResult) -> Vec<String> {
     let mut ids = vec!["ladder".to_string()];
-    for n in 1..=r.steps.len() {
-        ids.extend(STEP_CHARTS.iter().map(|k| format!("step{n}-{k}")));
+    for (n, s) in r.steps.iter().enumerate() {
+        let per_second = scalebench::report::series::has_series(s);
+        ids.extend(STEP_CHARTS.iter().filter(|k| per_second || **k != "latency").map(|k| format!("step{}-{k}", n + 1)));
     }
     ids
+}
+
+/// Where the chart's values come from, as its data says.
+fn source(seen: &Seen, id: &str) -> String {
+    let c = seen.charts.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no chart {id}"));
+    let data = c.data.as_ref().unwrap_or_else(|| panic!("{id} carries no data"));
+    data["source"].as_str().unwrap_or_default().to_string()
 }
 
 /// Problems with a report as the browser showed it; empty when every
@@ -213,6 +225,11 @@ fn the_report_of_a_real_ladder_shows_every_chart_drawn_in_chromium() {
     let r = RunResult::load(&file).unwrap();
     assert_eq!(r.steps[0].status, scalebench::results::Status::Pass);
     check_report_in_browser(&out, &r);
+    let seen = inspect(&out.join("report.html"));
+    assert_eq!(source(&seen, "step1-rates"), "per second");
+    assert_eq!(source(&seen, "step1-latency"), "per second");
+    assert_eq!(source(&seen, "step1-lag"), "per canary");
+    assert_eq!(source(&seen, "step1-cpu"), "samples");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("Every step passed.") && md.contains("Highest passing step: 200 points."), "{md}");
 }
@@ -280,6 +297,210 @@ fn the_browser_check_fails_on_a_missing_or_empty_chart_and_on_a_console_error() 
         .unwrap();
     let console = console_messages(&html);
     assert!(console.iter().any(|l| l.contains("spoiled report")), "{console:?}");
+}
+
+// ---- per-second charts, read from the DOM ----------------------------------------
+
+/// A stalled step, from a fixture: 70 s of load at 200/s in which the SUT
+/// acknowledged nothing from second 30 to 50 and then everything at once;
+/// canaries sent in the hole arrive ~20 s late, one is lost, one unknown.
+/// Its 15 s samples look as a sampler saw them: one zero, lag of the latest
+/// canary small. Only per-second and per-canary charts show the hole.
+fn stalled_result() -> RunResult {
+    use scalebench::results::{CanaryRecord, Sample, Series, Status};
+    let mut r = load("baler-plant-shaped-ladder.json");
+    (r.run_id, r.warmup_s, r.soak_s) = ("20261202T000000Z".into(), 10.0, 60.0);
+    let s = &mut r.steps[0];
+    let (rate, load_s, drain_s) = (200u64, 70usize, 3usize);
+    let hole = 30..50;
+    let acked: Vec<u64> = (0..load_s + drain_s)
+        .map(|k| match k {
+            k if hole.contains(&k) => 0,
+            50 => rate * 21,
+            k if k < load_s => rate,
+            _ => 0,
+        })
+        .collect();
+    let latency: Vec<Option<f64>> =
+        acked.iter().enumerate().map(|(k, n)| (*n > 0).then_some(if k == 50 { 20.0 } else { 0.01 })).collect();
+    s.series = Series {
+        start_unix_s: 1_796_169_600,
+        soak_from_s: 10.0,
+        load_end_s: load_s as f64,
+        offered: [vec![rate; load_s], vec![0; drain_s]].concat(),
+        acked,
+        refused: vec![0; load_s + drain_s],
+        stored_by_payload: [vec![rate; load_s], vec![0; drain_s]].concat(),
+        ack_latency_p99_s: latency,
+    };
+    s.canaries = (0..35u64)
+        .map(|k| {
+            let sent = k as f64 * 2.0;
+            let outcome = match sent as u64 {
+                40 => "lost",
+                44 => "unknown",
+                _ => "ok",
+            };
+            let stored = (outcome == "ok").then(|| if hole.contains(&(sent as usize)) { 50.3 } else { sent + 0.1 });
+            CanaryRecord {
+                seq: k,
+                sent_s: sent,
+                acked_s: (outcome != "unknown").then_some(stored.unwrap_or(50.2)),
+                stored_s: stored,
+                lag_s: stored.map(|t| t - sent),
+                outcome: outcome.into(),
+            }
+        })
+        .collect();
+    let sample = |t: f64, acked_rps: f64, lag: f64| Sample {
+        elapsed_s: t,
+        acked_rps,
+        stored_rps: Some(acked_rps),
+        lag_s: Some(lag),
+        ..s.samples[1].clone()
+    };
+    s.samples =
+        vec![sample(15.0, 200.0, 0.1), sample(30.0, 200.0, 0.1), sample(45.0, 0.0, 0.1), sample(60.0, 347.0, 0.3)];
+    s.status = Status::Fail;
+    s.reasons = vec!["stall: the SUT acknowledged nothing for 20.0 s, from 20.0 s to 40.0 s of the soak".into()];
+    s.lag.canaries_sent = 35;
+    (s.lag.lost, s.lag.unknown, s.lag.p95_s, s.lag.max_s) = (1, 1, Some(20.2), Some(20.2));
+    s.ack_latency.intended = scalebench::latency::Quantiles {
+        count: 14_000,
+        p50_s: Some(0.01),
+        p90_s: Some(0.02),
+        p99_s: Some(20.0),
+        p999_s: Some(20.0),
+        max_s: Some(20.1),
+    };
+    s.ack_latency.service = s.ack_latency.intended.clone();
+    (s.ack_latency.longest_silence_s, s.ack_latency.silence_total) = (Some(20.0), true);
+    (s.ack_latency.silence_from_soak_s, s.ack_latency.silence_to_soak_s) = (Some(20.0), Some(40.0));
+    s.outcomes.ok = 13_990;
+    s.outcomes.unknown = 10;
+    r
+}
+
+/// The points of the line whose name starts with `name` in a chart's data.
+fn line_points(data: &serde_json::Value, name: &str) -> Vec<(f64, Option<f64>)> {
+    let line = data["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no line {name} in {data}"));
+    line["points"].as_array().unwrap().iter().map(|p| (p[0].as_f64().unwrap(), p[1].as_f64())).collect()
+}
+
+/// The longest run of points one second apart that are all zero.
+fn longest_zero_run(points: &[(f64, Option<f64>)]) -> usize {
+    let (mut best, mut run, mut last_x) = (0, 0, f64::NAN);
+    for (x, y) in points {
+        run = match y {
+            Some(v) if *v == 0.0 && (run == 0 || (x - last_x - 1.0).abs() < 1e-9) => run + 1,
+            Some(v) if *v == 0.0 => 1,
+            _ => 0,
+        };
+        last_x = *x;
+        best = best.max(run);
+    }
+    best
+}
+
+#[test]
+fn the_report_of_a_stall_shows_the_hole_in_the_acks_and_the_late_canaries_in_the_charts_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = stalled_result();
+    let file = dir.path().join(format!("{}-ladder.json", r.run_id));
+    r.save(&file).unwrap();
+    let out = dir.path().join("report");
+    let o = scalebench(&["report", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen = inspect(&out.join("report.html"));
+    let problems = chart_problems(&seen, &expected_charts(&r));
+    assert!(problems.is_empty(), "{problems:#?}");
+    let data = |id: &str| seen.charts.iter().find(|c| c.id == id).and_then(|c| c.data.clone()).unwrap();
+
+    let rates = data("step1-rates");
+    let acked = line_points(&rates, "acked/s");
+    assert!(longest_zero_run(&acked) >= 17, "no hole of 17 s in acked/s: {acked:?}");
+    assert_eq!(line_points(&rates, "offered/s").len(), 70, "offered per second over the load");
+
+    let lag = data("step1-lag");
+    let lags = line_points(&lag, "canary lag");
+    assert!(lags.iter().any(|(_, y)| y.is_some_and(|v| v > 15.0)), "no canary lag over 15 s: {lags:?}");
+    let events = lag["events"].as_array().unwrap();
+    let at = |kind: &str| -> Vec<f64> {
+        let e = events.iter().find(|e| e["name"].as_str().unwrap().starts_with(kind)).unwrap();
+        e["x"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    assert_eq!((at("lost"), at("unknown")), (vec![40.0], vec![44.0]), "{lag}");
+
+    let p99 = line_points(&data("step1-latency"), "p99");
+    assert!(p99.iter().filter(|(x, _)| (30.0..50.0).contains(x)).all(|(_, y)| y.is_none()), "a hole, not 0");
+    assert!(p99.iter().any(|(_, y)| y.is_some_and(|v| v >= 15.0)), "{p99:?}");
+
+    // The text: quantiles, silence and outcomes, in both formats.
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for want in [
+        "| Ack latency | Acks | p50 | p90 | p99 | p99.9 | max |",
+        "| from intended send time (what a client waited) | 14,000 | 0.01 s | 0.02 s | 20.0 s | 20.0 s | 20.1 s |",
+        "Longest silence: 20.0 s, from 20.0 s to 40.0 s into the soak (no connection had any answer).",
+        "Readings: 13,990 ok (acknowledged and stored) · 0 lost (acknowledged, never stored) · 10 unknown",
+        "Canaries: 35 sent · 1 lost (acknowledged, never stored) · unknown (never acknowledged): 1.",
+        "Longest gap: no acknowledgement for 20.0 s (from 30.0 s after the load started).",
+    ] {
+        assert!(md.contains(want), "report.md lacks {want:?}:\n{md}");
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<table class=\"latency\">") && html.contains("13,990 ok"), "the HTML has the text too");
+}
+
+#[test]
+fn a_pass_above_a_failed_step_is_no_ceiling_in_the_table_the_report_and_compare() {
+    // --continue-on-fail: step 1 failed, step 2 passed.
+    let mut r = load("baler-drop-one-in-50-ladder.json");
+    let mut second = load("baler-plant-shaped-ladder.json").steps.remove(0);
+    (second.points, second.target_rps) = (400, 400.0);
+    r.steps.push(second);
+    r.command_line.push("--continue-on-fail".into());
+    r.ended_because = "completed".into();
+    // A writer that took the highest pass anywhere: the views must not believe it.
+    r.max_passing_points = Some(400);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{}-ladder.json", r.run_id));
+    r.save(&file).unwrap();
+    let none = "Highest passing step: none (a pass above a failed step is not a ceiling).";
+
+    let o = scalebench(&["table", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains(none) && !t.contains("400 points"), "{t}");
+
+    let out = dir.path().join("report");
+    let o = scalebench(&["report", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains(&format!("**{none}**")) && !md.contains("step: 400"), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains(&format!("<p class=\"verdict\">{none}</p>")), "the HTML verdict");
+    let ladder = std::fs::read_to_string(out.join(format!("charts/{}-ladder.svg", r.run_id))).unwrap();
+    assert!(ladder.contains(none), "the ladder chart's note: {ladder}");
+    assert!(!ladder.contains("400 points."), "{ladder}");
+
+    let other = fixture("baler-plant-shaped-ladder.json");
+    let o = scalebench(&[
+        "compare",
+        file.to_str().unwrap(),
+        other.to_str().unwrap(),
+        "--out",
+        dir.path().join("cmp").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    let line = t.lines().find(|l| l.starts_with(&format!("- {}:", r.run_id))).unwrap_or_else(|| panic!("{t}"));
+    assert!(line.ends_with("highest passing step: none"), "{line}");
+    assert!(t.contains("highest passing step: 200 points"), "the other run keeps its ceiling: {t}");
 }
 
 // ---- snapshots of fixed results -------------------------------------------------
@@ -397,6 +618,7 @@ fn compare_of_real_runs_across_targets_and_value_models_prints_tables_and_writes
     for table in [
         "### Stored readings/s",
         "### p95 lag",
+        "### Ack latency p99 (from the intended send time)",
         "### Probe latest-all: warm median",
         "### Stack memory",
         "### Storage size",
@@ -406,7 +628,15 @@ fn compare_of_real_runs_across_targets_and_value_models_prints_tables_and_writes
     let charts = charts_drawn(&out);
     assert_eq!(
         charts,
-        ["compare-lag.svg", "compare-memory.svg", "compare-probes.svg", "compare-stored.svg"],
+        [
+            "compare-200pts-acked.svg",
+            "compare-200pts-lag.svg",
+            "compare-200pts-latency.svg",
+            "compare-lag.svg",
+            "compare-memory.svg",
+            "compare-probes.svg",
+            "compare-stored.svg"
+        ],
         "{charts:?}"
     );
     assert!(std::fs::read_to_string(out.join("compare.md"))
@@ -419,7 +649,7 @@ fn compare_of_real_runs_across_targets_and_value_models_prints_tables_and_writes
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("## Comparison by value model: plant-shaped vs noise") && t.contains("Same hardware:"), "{t}");
     assert!(t.contains("| Points | plant-shaped | noise | Δ noise vs plant-shaped |"), "{t}");
-    assert_eq!(charts_drawn(&out).len(), 4);
+    assert_eq!(charts_drawn(&out).len(), 7);
 
     // By run: the run ids name the columns.
     let o = scalebench(&[
@@ -470,5 +700,5 @@ fn report_bench_prints_the_render_time_beside_its_baseline() {
     assert!(o.status.success(), "{}", stderr(&o));
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("synthetic 7-step ladder, 15-minute soaks (64 samples a step"), "{t}");
-    assert!(t.contains("(baseline)") && t.contains("43 SVG charts") && t.contains("goal < 1 s:"), "{t}");
+    assert!(t.contains("(baseline)") && t.contains("50 SVG charts") && t.contains("goal < 1 s:"), "{t}");
 }

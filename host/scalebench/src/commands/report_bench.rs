@@ -199,7 +199,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
         commits: BTreeMap::new(),
         plugins: BTreeMap::new(),
         caps: BTreeMap::new(),
-        max_passing_points: steps.iter().rev().find(|s| s.status == Status::Pass).map(|s| s.points),
+        max_passing_points: ceiling_of(steps.iter().map(|s| (s.points, s.status))),
         steps,
         ended_because: "step failed".into(),
         prefill: None,

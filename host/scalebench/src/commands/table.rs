@@ -89,7 +89,12 @@ mod tests {
             target_rps: rps,
             started_utc: "2026-11-08T00:33:11Z".into(),
             duration_s: 360.0,
-            generator: Generator { achieved_rps: rps, offered_ratio: 1.0, ..Default::default() },
+            generator: Generator {
+                offered_rps: rps,
+                achieved_rps: rps * 0.98,
+                offered_ratio: 1.0,
+                ..Default::default()
+            },
             ingest: Ingest {
                 acked: (rps * 300.0) as u64,
                 stored: (rps * 300.0 * 0.9969) as u64,
@@ -184,16 +189,37 @@ mod tests {
         );
         assert!(lines[0].contains("command: `scalebench ladder --steps 1k,2.5k --note 'a b'`"), "{md}");
         assert!(md.contains(
-            "| Points | Status | Offered/s | Stored/s | Stored/s per CPU | Stored % | p95 lag | Lost canaries | Broker drops | latest-all | day-1 | hour-1000 | First failure |"
+            "| Points | Status | Offered/s | Acked/s | Stored/s | Stored/s per CPU | Stored % | p95 lag | Lost canaries | Broker drops | latest-all | day-1 | hour-1000 | First failure |"
         ), "{md}");
-        assert!(md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|"), "{md}");
+        assert!(md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"), "{md}");
         assert!(
-            md.contains("| 1,000 | pass | 200 | 204 | 102 | 99.69% | 0.45 s | 0 | 0 | 0.31 s | 0.05 s | - | - |"),
+            md.contains("| 1,000 | pass | 200 | 196 | 204 | 102 | 99.69% | 0.45 s | 0 | 0 | 0.31 s | 0.05 s | - | - |"),
             "{md}"
         );
-        assert!(md.contains("| 2,500 | fail | 5,000 | 5,090 | 2,545 | 99.69% | 0.45 s | 0 | 115,903 | 1.80 s* | - | 0.20 s | probe latest-all over budget \\| 1.80 s > 1.00 s |"), "{md}");
+        assert!(md.contains("| 2,500 | fail | 5,000 | 4,900 | 5,090 | 2,545 | 99.69% | 0.45 s | 0 | 115,903 | 1.80 s* | - | 0.20 s | probe latest-all over budget \\| 1.80 s > 1.00 s |"), "{md}");
         assert!(md.contains("`*` warm median over budget"), "{md}");
         assert!(md.trim_end().ends_with("Highest passing step: 1,000 points. Run ended: step failed."), "{md}");
+    }
+
+    #[test]
+    fn a_pass_above_a_failure_is_no_ceiling_and_a_run_without_a_write_counter_shows_stored_by_payload() {
+        let mut r = run_result();
+        (r.steps[0].status, r.steps[1].status) = (Status::Fail, Status::Pass);
+        // What the file says is not believed: the ceiling comes from the steps.
+        r.max_passing_points = Some(2500);
+        let md = render(std::slice::from_ref(&r));
+        assert!(md.contains("Highest passing step: none (a pass above a failed step is not a ceiling)."), "{md}");
+        assert!(md.contains("| Offered/s | Acked/s | Stored/s | Stored/s per CPU |"), "{md}");
+
+        for s in &mut r.steps {
+            s.ingest.stored_rps = None;
+            s.ingest.stored_rps_per_host_cpu = None;
+            s.ingest.stored_rps_by_payload = s.target_rps * 0.97;
+        }
+        let md = render(&[r]);
+        assert!(md.contains("| Offered/s | Acked/s | Stored/s (by payload second) | Stored/s per CPU |"), "{md}");
+        assert!(md.contains("| 1,000 | fail | 200 | 196 | 194 | n/m |"), "{md}");
+        assert!(md.contains("as this target has no write counter of its own"), "{md}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `report.html`: one self-contained page. Styles are inline, charts are
 //! inline SVG, there is no script and no font or image to fetch: it opens
-//! the same from a disk, an e-mail or an air-gapped machine.
+//! the same from a disk, an e-mail or an air-gapped machine. Each chart's
+//! figure carries the values it drew as JSON in `data-series`, for a reader
+//! (or a test in a browser) that reads no pixels.
 
 use std::fmt::Write as _;
 
@@ -8,7 +10,7 @@ use super::figures::Figure;
 use super::{durability_text, hardware_rows, run_rows, Report, RunReport};
 use crate::chart::escape;
 use crate::format::{status, thousands};
-use crate::results::Status;
+use crate::results::{Status, StepResult};
 
 const STYLE: &str = "
 body { font-family: 'DejaVu Sans', Verdana, sans-serif; margin: 24px auto; max-width: 1200px; color: #222; padding: 0 16px; }
@@ -28,7 +30,7 @@ figure.chart { margin: 0; border: 1px solid #e4e4e4; padding: 6px; }
 figure.chart svg { width: 100%; height: auto; }
 figure.chart figcaption { font-size: 12px; color: #444; margin-top: 4px; }
 figure.missing { border-style: dashed; color: #666; font-size: 13px; padding: 12px; }
-ul.reasons { font-size: 13px; }
+ul.reasons, ul.facts { font-size: 13px; }
 ";
 
 pub fn render(report: &Report) -> String {
@@ -125,6 +127,7 @@ fn render_run(run: &RunReport, heading: bool, h: &mut String) {
             }
             h.push_str("</ul>\n");
         }
+        step_facts(step, h);
         h.push_str("<div class=\"charts\">\n");
         for f in figs {
             figure(f, h);
@@ -134,10 +137,35 @@ fn render_run(run: &RunReport, heading: bool, h: &mut String) {
     h.push_str("</section>\n");
 }
 
+/// The step's ack latency quantiles, silence, outcomes and canaries.
+fn step_facts(step: &StepResult, h: &mut String) {
+    if let Some(rows) = super::step_facts::latency_rows(step) {
+        h.push_str("<table class=\"latency\">\n<tr>");
+        for (i, c) in super::step_facts::LATENCY_HEADER.iter().enumerate() {
+            let _ = write!(h, "<th{}>{}</th>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
+        }
+        h.push_str("</tr>\n");
+        for row in rows {
+            h.push_str("<tr>");
+            for (i, c) in row.iter().enumerate() {
+                let _ = write!(h, "<td{}>{}</td>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<ul class=\"facts\">\n");
+    for line in super::step_facts::lines(step) {
+        let _ = writeln!(h, "<li>{}</li>", escape(&line));
+    }
+    h.push_str("</ul>\n");
+}
+
 fn figure(f: &Figure, h: &mut String) {
     match &f.svg {
         Some(svg) => {
-            let _ = writeln!(h, "<figure class=\"chart\" data-chart=\"{}\">", escape(&f.id));
+            let data = f.data.as_deref().map(|d| format!(" data-series=\"{}\"", escape(d))).unwrap_or_default();
+            let _ = writeln!(h, "<figure class=\"chart\" data-chart=\"{}\"{data}>", escape(&f.id));
             // The SVG document inline, without its own XML prolog.
             h.push_str(svg.text.trim_start_matches("<?xml version=\"1.0\" encoding=\"UTF-8\"?>").trim());
             let _ = writeln!(h, "\n<figcaption>{}</figcaption>\n</figure>", escape(&f.caption));

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::table::{cell, markdown as table_markdown};
 use super::{durability_text, hardware_rows, run_rows, Report};
 use crate::format::{status, thousands};
+use crate::results::StepResult;
 
 pub fn render(report: &Report) -> String {
     let mut m = String::new();
@@ -50,6 +51,7 @@ pub fn render(report: &Report) -> String {
             if !step.reasons.is_empty() || !step.unmeasured.is_empty() {
                 m.push('\n');
             }
+            step_facts(step, &mut m);
             for f in figs {
                 match (&f.svg, &f.missing) {
                     (Some(_), _) => {
@@ -69,4 +71,19 @@ pub fn render(report: &Report) -> String {
         }
     }
     m
+}
+
+/// The step's ack latency quantiles, silence, outcomes and canaries.
+fn step_facts(step: &StepResult, m: &mut String) {
+    if let Some(rows) = super::step_facts::latency_rows(step) {
+        let header = super::step_facts::LATENCY_HEADER;
+        let _ = writeln!(m, "| {} |\n|{}", header.join(" | "), "---|".repeat(header.len()));
+        for row in rows {
+            let _ = writeln!(m, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+        }
+        m.push('\n');
+    }
+    for line in super::step_facts::lines(step) {
+        let _ = writeln!(m, "{line}\n");
+    }
 }

@@ -4,13 +4,17 @@
 //!
 //! A report is a view of result files: the verdict table (`table`, shared
 //! with `scalebench table`), the first failure and its reason, hardware,
-//! durability and the command line, then every step's charts (`figures`).
+//! durability and the command line, then every step's ack latency and
+//! outcomes (`step_facts`) and charts (`figures`, from the per-second
+//! series and canaries in `series`).
 //! One format per file (`html`, `markdown`); nothing in a report depends on
 //! when it was rendered, so the same results give the same bytes.
 
 pub mod figures;
 pub mod html;
 pub mod markdown;
+pub mod series;
+pub mod step_facts;
 pub mod table;
 pub mod versus;
 

@@ -94,6 +94,25 @@ pub fn ceiling(r: &RunResult) -> Option<u64> {
     r.ceiling()
 }
 
+/// "Highest passing step: 1,000 points.", or "…: none." and, when a step
+/// passed above a failure (`--continue-on-fail`), why that is no ceiling.
+pub fn ceiling_text(r: &RunResult) -> String {
+    match ceiling(r) {
+        Some(p) => format!("Highest passing step: {} points.", thousands(p)),
+        None if r.steps.iter().any(|s| s.status == Status::Pass) => {
+            "Highest passing step: none (a pass above a failed step is not a ceiling).".into()
+        }
+        None => "Highest passing step: none.".into(),
+    }
+}
+
+/// Whether the run's stored rate is the one counted by payload second: no
+/// step has the storage's own write counter (HTTP targets have none), and
+/// some step counted stored readings.
+pub fn stored_by_payload(r: &RunResult) -> bool {
+    r.steps.iter().all(|s| s.ingest.stored_rps.is_none()) && r.steps.iter().any(|s| s.ingest.acked > 0)
+}
+
 pub fn run_table(r: &RunResult) -> RunTable {
     let h = &r.hardware;
     let hardware = format!(
@@ -104,11 +123,13 @@ pub fn run_table(r: &RunResult) -> RunTable {
     );
     let command = r.command_line.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ");
     let names = probe_names(r);
+    let by_payload = stored_by_payload(r);
     let mut header: Vec<String> = [
         "Points",
         "Status",
         "Offered/s",
-        "Stored/s",
+        "Acked/s",
+        if by_payload { "Stored/s (by payload second)" } else { "Stored/s" },
         "Stored/s per CPU",
         "Stored %",
         "p95 lag",
@@ -129,8 +150,9 @@ pub fn run_table(r: &RunResult) -> RunTable {
         let mut row = vec![
             thousands(s.points),
             status(s.status).to_string(),
+            whole(g.offered_rps),
             whole(g.achieved_rps),
-            measured(i.stored_rps),
+            if by_payload { whole(i.stored_rps_by_payload) } else { measured(i.stored_rps) },
             measured(i.stored_rps_per_host_cpu),
             if i.acked > 0 { percent(i.stored_ratio) } else { "-".into() },
             measured_seconds(s.lag.p95_s),
@@ -151,21 +173,18 @@ pub fn run_table(r: &RunResult) -> RunTable {
         row.push(s.reasons.first().cloned().unwrap_or_else(|| "-".into()));
         rows.push((s.status, row));
     }
-    let legend = (any_over || any_other).then(|| {
-        let mut legend = Vec::new();
-        if any_over {
-            legend.push("`*` warm median over budget");
-        }
-        if any_other {
-            legend
-                .push("`!` the probe failed otherwise (error or rejected answer; see `probes[].error` in the result)");
-        }
-        format!("{}.", legend.join("; "))
-    });
-    let mut verdict = match ceiling(r) {
-        Some(p) => format!("Highest passing step: {} points.", thousands(p)),
-        None => "Highest passing step: none.".into(),
-    };
+    let mut legend = Vec::new();
+    if any_over {
+        legend.push("`*` warm median over budget");
+    }
+    if any_other {
+        legend.push("`!` the probe failed otherwise (error or rejected answer; see `probes[].error` in the result)");
+    }
+    if by_payload {
+        legend.push("Stored/s (by payload second): readings stored per second of soak, counted by the second in their payload (`ingest.stored_rps_by_payload`), as this target has no write counter of its own");
+    }
+    let legend = (!legend.is_empty()).then(|| format!("{}.", legend.join("; ")));
+    let mut verdict = ceiling_text(r);
     let ended = r.ended_because.trim();
     if !(ended.is_empty() || ended == "completed") {
         let _ = write!(verdict, " Run ended: {}.", one_line(ended).trim_end_matches('.'));

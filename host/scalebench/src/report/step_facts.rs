@@ -1,0 +1,138 @@
+//! What a report says about a step beside its charts, as plain text for
+//! both formats: the acknowledgement latency quantiles (from the intended
+//! send time and from the send), the longest silence, and what became of
+//! every reading offered (ok, lost, unknown, refused, not offered).
+//!
+//! A result written before these were recorded says so, never a row of zeros.
+
+use crate::format::{measured_seconds, seconds, thousands};
+use crate::latency::Quantiles;
+use crate::results::StepResult;
+
+/// Columns of the ack latency table.
+pub const LATENCY_HEADER: [&str; 7] = ["Ack latency", "Acks", "p50", "p90", "p99", "p99.9", "max"];
+
+fn row(name: &str, q: &Quantiles) -> Vec<String> {
+    vec![
+        name.to_string(),
+        thousands(q.count),
+        measured_seconds(q.p50_s),
+        measured_seconds(q.p90_s),
+        measured_seconds(q.p99_s),
+        measured_seconds(q.p999_s),
+        measured_seconds(q.max_s),
+    ]
+}
+
+/// The two rows of the ack latency table; None when the result has no
+/// latency recorded (written before it was measured, or nothing acked).
+pub fn latency_rows(s: &StepResult) -> Option<Vec<Vec<String>>> {
+    let a = &s.ack_latency;
+    (a.intended.count > 0 || a.service.count > 0).then(|| {
+        vec![
+            row("from intended send time (what a client waited)", &a.intended),
+            row("from the send (service time)", &a.service),
+        ]
+    })
+}
+
+/// The longest silence, in a sentence.
+pub fn silence_text(s: &StepResult) -> String {
+    let a = &s.ack_latency;
+    match a.longest_silence_s {
+        None => "Longest silence: not measured.".into(),
+        Some(x) if x <= 0.0 => "Longest silence: none (no reading waited without an answer).".into(),
+        Some(x) => {
+            let place = match (a.silence_from_soak_s, a.silence_to_soak_s) {
+                (Some(f), Some(t)) => format!(", from {} to {} into the soak", seconds(f), seconds(t)),
+                _ => String::new(),
+            };
+            let scope =
+                if a.silence_total { "no connection had any answer" } else { "on the connection that waited longest" };
+            format!("Longest silence: {}{place} ({scope}).", seconds(x))
+        }
+    }
+}
+
+/// "Readings: 1,600 ok · 32 lost (acknowledged, never stored) · …", or
+/// None when the result has no outcomes recorded.
+pub fn outcomes_text(s: &StepResult) -> Option<String> {
+    let o = &s.outcomes;
+    if o.ok + o.lost + o.unknown + o.refused + o.not_offered == 0 {
+        return None;
+    }
+    Some(format!(
+        "Readings: {} ok (acknowledged and stored) · {} lost (acknowledged, never stored) · {} unknown (never acknowledged) · {} refused · {} not offered (the load's end came first).",
+        thousands(o.ok),
+        thousands(o.lost),
+        thousands(o.unknown),
+        thousands(o.refused),
+        thousands(o.not_offered)
+    ))
+}
+
+/// Canaries never acknowledged, counted; "not recorded" in a result
+/// written before they were told apart (canaries sent, none recorded).
+pub fn unknown_canaries(s: &StepResult) -> String {
+    if s.canaries.is_empty() && s.lag.canaries_sent > 0 {
+        "not recorded".into()
+    } else {
+        thousands(s.lag.unknown)
+    }
+}
+
+/// "Canaries: 30 sent · 1 lost (…) · 2 unknown (never acknowledged)."
+pub fn canaries_text(s: &StepResult) -> String {
+    format!(
+        "Canaries: {} sent · {} lost (acknowledged, never stored) · unknown (never acknowledged): {}.",
+        thousands(s.lag.canaries_sent),
+        thousands(s.lag.lost),
+        unknown_canaries(s)
+    )
+}
+
+/// Every line of text for a step, in report order (latency table apart).
+pub fn lines(s: &StepResult) -> Vec<String> {
+    let mut out = Vec::new();
+    if latency_rows(s).is_some() {
+        out.push(silence_text(s));
+    } else {
+        out.push("Ack latency: not recorded in this result.".into());
+    }
+    out.push(outcomes_text(s).unwrap_or_else(|| "Readings' outcomes: not recorded in this result.".into()));
+    out.push(canaries_text(s));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{AckLatency, Outcomes};
+
+    #[test]
+    fn unrecorded_is_said_not_zero() {
+        let s = StepResult::default();
+        assert!(latency_rows(&s).is_none());
+        assert_eq!(lines(&s)[0], "Ack latency: not recorded in this result.");
+        assert!(lines(&s)[1].contains("not recorded"));
+
+        let s = StepResult {
+            ack_latency: AckLatency {
+                intended: Quantiles { count: 10, p50_s: Some(0.01), p99_s: Some(20.5), ..Default::default() },
+                longest_silence_s: Some(20.0),
+                silence_from_soak_s: Some(10.0),
+                silence_to_soak_s: Some(30.0),
+                silence_total: true,
+                ..Default::default()
+            },
+            outcomes: Outcomes { ok: 1600, lost: 32, unknown: 5, ..Default::default() },
+            ..Default::default()
+        };
+        let rows = latency_rows(&s).unwrap();
+        assert_eq!(rows[0][1..5], ["10", "0.01 s", "n/m", "20.5 s"]);
+        assert_eq!(rows[1][1], "0", "service time recorded nothing: a count of 0, quantiles n/m");
+        assert_eq!(rows[1][4], "n/m");
+        assert!(silence_text(&s).contains("20.0 s, from 10.0 s to 30.0 s into the soak (no connection"));
+        assert!(outcomes_text(&s).unwrap().starts_with("Readings: 1,600 ok (acknowledged and stored) · 32 lost"));
+    }
+}
