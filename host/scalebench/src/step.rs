@@ -774,7 +774,10 @@ fn ack_latency(counts: &AckCounts, soak_from_ms: i64) -> AckLatency {
             a.silence_from_soak_s = Some((sil.from_ms - soak_from_ms) as f64 / 1e3);
             a.silence_to_soak_s = Some((sil.to_ms - soak_from_ms) as f64 / 1e3);
             // Total when no connection had any answer in the silence's whole seconds.
-            let inner = (sil.from_ms.div_euclid(1000) + 1)..sil.to_ms.div_euclid(1000);
+            // A silence inside one second has no whole second: an empty
+            // range, never start > end (BTreeMap::range panics on that).
+            let first = sil.from_ms.div_euclid(1000) + 1;
+            let inner = first..sil.to_ms.div_euclid(1000).max(first);
             a.silence_total = counts.acked_by_arrival_second.range(inner.clone()).all(|(_, n)| *n == 0)
                 && counts.refused_by_arrival_second.range(inner).all(|(_, n)| *n == 0);
         }
