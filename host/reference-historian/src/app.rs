@@ -68,7 +68,7 @@ struct Args {
     /// environment variable, never a flag.
     #[arg(long, value_name = "NAME")]
     mqtt_user: Option<String>,
-    /// tokio-postgres connection string.
+    /// PostgreSQL connection string (key=value pairs or a postgresql:// URL).
     #[arg(long, default_value = "host=127.0.0.1 port=25432 user=postgres dbname=scalebench")]
     pg: String,
     /// Most messages written in one transaction.
