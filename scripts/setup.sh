@@ -18,6 +18,9 @@ command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 # Headless Chromium opens the reports in the report tests.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# Node.js and npm run a third-party Haystack client against the test server.
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
@@ -35,4 +38,31 @@ fi
 if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-wasip2$'; then
   echo "setup: adding the wasm32-wasip2 Rust target" >&2
   rustup target add wasm32-wasip2 >&2
+fi
+
+# The Haystack client packages (host/haystack-testserver/tests/nclient/package.json,
+# exact versions), installed outside the clone so no node_modules ever lands
+# in it; the test looks in the same place.
+node_dir="${SCALEBENCH_NODE_DIR:-/var/tmp/scalebench-node}"
+node_pkg="$(readlink -f "$(dirname "$0")/../host/haystack-testserver/tests/nclient/package.json")"
+# Prints the packages whose installed version is not the one asked for.
+node_missing() {
+  node -e '
+    const [pkg, dir] = process.argv.slice(1)
+    for (const [name, want] of Object.entries(require(pkg).dependencies)) {
+      let got
+      try { got = require(`${dir}/node_modules/${name}/package.json`).version } catch (e) {}
+      if (got !== want) console.log(`${name}@${want}`)
+    }' "$node_pkg" "$node_dir" 2>/dev/null || echo "(node failed)"
+}
+if [ -n "$(node_missing)" ]; then
+  echo "setup: installing $(node_missing | tr '\n' ' ')into $node_dir" >&2
+  mkdir -p "$node_dir"
+  cp "$node_pkg" "$node_dir/package.json"
+  (cd "$node_dir" && npm install --no-audit --no-fund >&2)
+  left="$(node_missing)"
+  if [ -n "$left" ]; then
+    echo "setup: npm did not install $left into $node_dir; see npm's output above" >&2
+    exit 1
+  fi
 fi

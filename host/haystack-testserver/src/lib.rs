@@ -33,6 +33,9 @@ use haystack_core::kinds::{HDateTime, HRef, Kind, Number};
 use parking_lot::{Mutex, RwLock};
 use rand::RngCore;
 
+mod encode;
+use encode::Format;
+
 /// How the server is set up.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -128,11 +131,13 @@ fn err_grid(msg: impl Into<String>) -> HGrid {
     HGrid::from_parts(meta, vec![HCol::new("empty")], vec![])
 }
 
+/// Answer `grid` in the format the request's `Accept` asks for (Zinc, or
+/// Haystack JSON for `application/vnd.haystack+json` / `application/json`).
 fn respond(status: StatusCode, grid: &HGrid, headers: &HeaderMap) -> Response {
-    let accept = headers.get("accept").and_then(|v| v.to_str().ok()).unwrap_or("");
-    let mime = if accept.contains("application/json") { "application/json" } else { "text/zinc" };
-    match codec_for(mime).expect("built-in codec").encode_grid(grid) {
-        Ok(body) => (status, [("content-type", format!("{mime}; charset=utf-8"))], body).into_response(),
+    let accept = headers.get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
+    let format = Format::for_accept(&accept);
+    match format.encode(grid) {
+        Ok(body) => (status, [("content-type", format.content_type())], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding error: {e}")).into_response(),
     }
 }
@@ -143,18 +148,25 @@ fn ok(grid: &HGrid, headers: &HeaderMap) -> Response {
 
 fn decode(body: &Bytes, headers: &HeaderMap) -> Result<HGrid, String> {
     let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("text/zinc");
-    let mime = if ct.starts_with("application/json") { "application/json" } else { "text/zinc" };
+    let ct = ct.trim().to_ascii_lowercase();
+    let json = ct.starts_with("application/json") || ct.starts_with("application/vnd.haystack+json");
+    let mime = if json { "application/json" } else { "text/zinc" };
     let text = std::str::from_utf8(body).map_err(|_| "request body is not UTF-8".to_string())?;
     codec_for(mime).expect("built-in codec").decode_grid(text).map_err(|e| format!("cannot decode request grid: {e}"))
 }
 
+/// The instant to the millisecond, as Haystack servers write times.
+fn to_ms(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
 fn about_grid(state: &AppState) -> HGrid {
     let mut row = HDict::new();
-    let now = Utc::now().fixed_offset();
+    let now = to_ms(Utc::now()).fixed_offset();
     row.set("haystackVersion", Kind::Str("4.0".into()));
     row.set("serverName", Kind::Str("scalebench-haystack-testserver".into()));
     row.set("serverTime", Kind::DateTime(HDateTime::new(now, "UTC")));
-    row.set("serverBootTime", Kind::DateTime(HDateTime::new(state.booted.fixed_offset(), "UTC")));
+    row.set("serverBootTime", Kind::DateTime(HDateTime::new(to_ms(state.booted).fixed_offset(), "UTC")));
     row.set("productName", Kind::Str("scalebench haystack-testserver".into()));
     row.set("productVersion", Kind::Str(env!("CARGO_PKG_VERSION").into()));
     row.set("vendorName", Kind::Str("scalebench".into()));
@@ -194,6 +206,8 @@ fn b64url_to_std(s: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The bearer token's user, when auth is on and the request carries a valid one.
+// The refusal is the answer itself, made once per refused request: not worth boxing.
+#[allow(clippy::result_large_err)]
 fn check_bearer(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
     let Some(auth) = &state.auth else { return Ok(()) };
     let h = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -466,17 +480,21 @@ fn check_value(rec: &HDict, id: &str, ts: &HDateTime, val: &Kind) -> Result<(), 
             return Err(format!("hisWrite @{id}: timestamp tz {} does not match point tz {tz}", ts.tz_name));
         }
     }
-    if let (Some(Kind::Str(kind)), Kind::Number(n)) = (rec.get("kind"), val) {
+    let Kind::Number(n) = val else { return Ok(()) };
+    if let Some(Kind::Str(kind)) = rec.get("kind") {
         if kind != "Number" {
             return Err(format!("hisWrite @{id}: Number value for a {kind} point"));
         }
-        if let (Some(u), Some(Kind::Str(pu))) = (&n.unit, rec.get("unit")) {
-            if u != pu {
-                return Err(format!("hisWrite @{id}: unit {u} does not match point unit {pu}"));
-            }
-        }
     }
-    Ok(())
+    // A value's unit must be the point's; a unitless value is taken in the
+    // point's unit; a unit on a point without one is refused.
+    match (&n.unit, rec.get("unit")) {
+        (Some(u), Some(Kind::Str(pu))) if u != pu => {
+            Err(format!("hisWrite @{id}: unit {u} does not match point unit {pu}"))
+        }
+        (Some(u), None) => Err(format!("hisWrite @{id}: value has unit {u} but the point has no unit")),
+        _ => Ok(()),
+    }
 }
 
 async fn his_write(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
@@ -561,7 +579,7 @@ async fn injected_fault(
         state.faults.stalled_requests.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
-    if state.error_one_in == 0 || n % state.error_one_in != 0 {
+    if state.error_one_in == 0 || !n.is_multiple_of(state.error_one_in) {
         return None;
     }
     state.faults.rejected_requests.fetch_add(1, Ordering::Relaxed);

@@ -79,9 +79,7 @@ fn round_trip(addr: SocketAddr, token: Option<String>, batch: u32) {
         h.push(("Accept", accept));
         http(addr, "POST", path, &h, body)
     };
-    let mut p = Params::default();
-    p.his_write_batch = batch;
-    let mut w = Wire::new(p);
+    let mut w = Wire::new(Params { his_write_batch: batch, ..Params::default() });
     let tags = tags(40);
     w.addresses(&tags);
     for m in w.topology(&tags) {
@@ -191,9 +189,7 @@ fn with_scram() {
 fn his_read_scale() {
     let n: u32 = std::env::var("HAYSTACK_POINTS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let addr = start(None);
-    let mut p = Params::default();
-    p.his_write_batch = 250;
-    let mut w = Wire::new(p);
+    let mut w = Wire::new(Params { his_write_batch: 250, ..Params::default() });
     let tags = tags(n);
     w.addresses(&tags);
     let post = |path: &str, body: &[u8], accept: &str| {

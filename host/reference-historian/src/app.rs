@@ -63,7 +63,12 @@ struct Args {
     /// MQTT client id of the persistent session.
     #[arg(long, default_value = "reference-historian")]
     client_id: String,
-    /// tokio-postgres connection string.
+    /// MQTT user name, for a broker with logins and ACLs (it must let this
+    /// user read fbf/#). The password comes from the SCALEBENCH_MQTT_PASSWORD
+    /// environment variable, never a flag.
+    #[arg(long, value_name = "NAME")]
+    mqtt_user: Option<String>,
+    /// PostgreSQL connection string (key=value pairs or a postgresql:// URL).
     #[arg(long, default_value = "host=127.0.0.1 port=25432 user=postgres dbname=scalebench")]
     pg: String,
     /// Most messages written in one transaction.
@@ -272,6 +277,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let mut opts = MqttOptions::new(args.client_id.clone(), args.mqtt_host.clone(), args.mqtt_port);
+    let password = std::env::var(PASSWORD_ENV).ok();
+    match (&args.mqtt_user, password) {
+        (Some(user), Some(password)) => {
+            log!("info", "mqtt: logging in as {user:?} (password from {PASSWORD_ENV})");
+            opts.set_credentials(user.clone(), password);
+        }
+        (Some(user), None) => {
+            log!("warn", "mqtt: logging in as {user:?} without a password ({PASSWORD_ENV} is not set)");
+            opts.set_credentials(user.clone(), String::new());
+        }
+        (None, Some(_)) => {
+            log!("warn", "mqtt: {PASSWORD_ENV} is set but --mqtt-user is not: connecting without a login")
+        }
+        (None, None) => {}
+    }
     opts.set_clean_session(false)
         .set_manual_acks(true)
         .set_keep_alive(Duration::from_secs(30))
@@ -343,7 +363,11 @@ async fn mqtt_loop(
             }
             Ok(Event::Incoming(Packet::SubAck(s))) => {
                 if s.return_codes.iter().any(|c| matches!(c, rumqttc::SubscribeReasonCode::Failure)) {
-                    anyhow::bail!("mqtt: broker refused the subscription to {SUBSCRIPTION}: {s:?}");
+                    anyhow::bail!(
+                        "mqtt: the broker refused the subscription to {SUBSCRIPTION} at QoS 1 for {}: \
+                         let it read {SUBSCRIPTION} (e.g. `topic read {SUBSCRIPTION}` in the broker's ACL)",
+                        who(&args)
+                    );
                 }
                 log!("info", "mqtt: subscribed to {SUBSCRIPTION} at QoS 1");
             }
@@ -390,6 +414,10 @@ async fn mqtt_loop(
                 }
             }
             Ok(_) => {}
+            Err(rumqttc::ConnectionError::ConnectionRefused(code)) => {
+                // A refused login does not get better by retrying.
+                anyhow::bail!("{}", refusal(&args, code));
+            }
             Err(e) => {
                 // Acks for messages of the lost connection must not reach the
                 // next one: the broker redelivers those messages instead.
@@ -406,6 +434,43 @@ async fn mqtt_loop(
                 backoff = (backoff * 2).min(max_backoff);
             }
         }
+    }
+}
+
+/// Where the MQTT password comes from (the same variable `scalebench run` reads).
+pub const PASSWORD_ENV: &str = "SCALEBENCH_MQTT_PASSWORD";
+
+/// Who this historian is to the broker, for messages.
+fn who(args: &Args) -> String {
+    match &args.mqtt_user {
+        Some(u) => format!("user {u:?}"),
+        None => "an anonymous client (no --mqtt-user)".into(),
+    }
+}
+
+/// A CONNACK refusal in the user's words, with what to do.
+fn refusal(args: &Args, code: rumqttc::ConnectReturnCode) -> String {
+    use rumqttc::ConnectReturnCode as C;
+    let broker = format!("the broker at {}:{}", args.mqtt_host, args.mqtt_port);
+    match (code, &args.mqtt_user) {
+        // mosquitto answers a wrong password with "not authorised", not
+        // "bad user name or password".
+        (C::BadUserNamePassword | C::NotAuthorized, Some(u)) => format!(
+            "mqtt: {broker} refused the login as {u:?}: wrong user name or password, or a user it does not \
+             let connect; check --mqtt-user, the password in {PASSWORD_ENV} and the broker's password file"
+        ),
+        (C::NotAuthorized | C::BadUserNamePassword, None) => format!(
+            "mqtt: {broker} refused an anonymous connection: it wants a login; \
+             give --mqtt-user NAME and the password in {PASSWORD_ENV}"
+        ),
+        (C::BadClientId, _) => {
+            format!("mqtt: {broker} refused the client id {:?}; choose another with --client-id", args.client_id)
+        }
+        (C::RefusedProtocolVersion, _) => {
+            format!("mqtt: {broker} refused MQTT 3.1.1; the historian needs a broker that speaks it")
+        }
+        (C::ServiceUnavailable, _) => format!("mqtt: {broker} says it is unavailable; try again when it is up"),
+        (C::Success, _) => format!("mqtt: {broker} refused the connection"),
     }
 }
 
@@ -876,6 +941,21 @@ mod tests {
         assert!(parse_session_setting("x; DROP TABLE point_history=1").is_err());
         assert!(parse_session_setting("=1").is_err());
         assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn refused_logins_say_what_to_check() {
+        use rumqttc::ConnectReturnCode as C;
+        let user = Args::parse_from(["h", "--mqtt-user", "hist"]);
+        assert_eq!(user.mqtt_user.as_deref(), Some("hist"));
+        let anon = Args::parse_from(["h"]);
+        for code in [C::BadUserNamePassword, C::NotAuthorized] {
+            let m = refusal(&user, code);
+            assert!(m.contains("refused the login as \"hist\"") && m.contains(PASSWORD_ENV), "{m}");
+            let m = refusal(&anon, code);
+            assert!(m.contains("anonymous") && m.contains("--mqtt-user NAME"), "{m}");
+        }
+        assert!(refusal(&anon, C::BadClientId).contains("--client-id"));
     }
 
     #[test]

@@ -73,13 +73,15 @@ pub enum Command {
     /// tables with signed changes, and overlaid charts.
     Compare(CompareArgs),
     /// Run the Haystack test server (used by the local stack of HTTP targets).
-    #[command(hide = true)]
+    /// Its flags are its own: `--help` here is the server's help.
+    #[command(hide = true, disable_help_flag = true, disable_version_flag = true)]
     HaystackTestserver {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
-    /// Run the reference historian (used by the local stack).
-    #[command(hide = true)]
+    /// Run the reference historian (used by the local stack). Its flags are
+    /// its own: `--help` here is the historian's help.
+    #[command(hide = true, disable_help_flag = true, disable_version_flag = true)]
     ReferenceHistorian {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,

@@ -68,11 +68,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::HaystackTestserver { args } => {
-            let argv = std::iter::once(std::ffi::OsString::from("haystack-testserver")).chain(args);
+            let argv = std::iter::once(std::ffi::OsString::from("scalebench haystack-testserver")).chain(args);
             haystack_testserver::main_with_args(argv)
         }
         Command::ReferenceHistorian { args } => {
-            let argv = std::iter::once(std::ffi::OsString::from("reference-historian")).chain(args);
+            let argv = std::iter::once(std::ffi::OsString::from("scalebench reference-historian")).chain(args);
             std::process::exit(reference_historian::app::main_with_args(argv));
         }
     }

@@ -654,3 +654,46 @@ fn a_prefill_whose_server_lost_the_history_writes_it_again() {
     assert_eq!(n(&again["rows_added"]), n(&again["rows_total"]), "{again}");
     assert_eq!(server.his_count().1, n(&again["rows_total"]), "the history is on the server again");
 }
+
+/// `scalebench bench http` as the README gives it, at a tiny size: it starts
+/// its own Haystack test server, the adapter commits the topology (asking
+/// that server which records it holds), and both arms post the same
+/// hisWrite bodies. Its figures and ratio are printed, never asserted; what
+/// is checked is that it ran to the end, every request was acknowledged,
+/// and its server is gone afterwards.
+#[test]
+fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
+    let out = Command::new(bin())
+        .args(["bench", "http", "--points", "200", "--messages", "300", "--batch", "20"])
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "bench http failed:\n{}\n{text}", stderr(&out));
+    println!("{text}");
+    // One row per arm: requests/s and readings/s as figures, then acked.
+    let row = |arm: &str| -> Vec<String> {
+        let line =
+            text.lines().find(|l| l.starts_with(&format!("| {arm} |"))).unwrap_or_else(|| panic!("{arm}: {text}"));
+        line.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect()
+    };
+    for arm in ["plain hyper (1st)", "scalebench HTTP transport + judge", "plain hyper (2nd)"] {
+        let cells = row(arm);
+        for figure in &cells[1..3] {
+            let v: f64 = figure.parse().unwrap_or_else(|_| panic!("{arm}: {figure:?} is not a figure: {text}"));
+            assert!(v.is_finite() && v > 0.0, "{arm}: {figure}");
+        }
+        assert_eq!(cells[3], "300 of 300", "{arm}: every hisWrite acknowledged: {text}");
+    }
+    assert_eq!(row("scalebench HTTP transport + judge")[4], "0", "no transport errors: {text}");
+    let ratio = text
+        .lines()
+        .find_map(|l| l.strip_prefix("scalebench / plain (mean of both): "))
+        .unwrap_or_else(|| panic!("no ratio line: {text}"));
+    let ratio: f64 = ratio.trim().parse().unwrap_or_else(|_| panic!("ratio {ratio:?}: {text}"));
+    assert!(ratio.is_finite() && ratio > 0.0, "{ratio}");
+    // The server it started is stopped.
+    let url = text.split("Haystack test server at ").nth(1).and_then(|r| r.split(',').next()).expect("server url");
+    let addr = url.trim_start_matches("http://");
+    assert!(std::net::TcpStream::connect(addr).is_err(), "the bench's server at {addr} still answers");
+}

@@ -5,6 +5,7 @@
 mod cli_gen;
 mod common;
 mod docker;
+mod historian;
 mod honesty;
 mod http;
 mod ladder;

@@ -7,6 +7,7 @@
 //! its own); the baseline posts and reads each answer, nothing more. It
 //! prints figures and asserts nothing.
 
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,8 +19,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::cli::{HttpBenchArgs, PluginOptions};
+use crate::services::StackServices;
 use crate::transport::http::{AdapterRules, HttpConfig, HttpTransport};
 use crate::transport::{Carries, Message};
+
+/// The adapter's service name for the server (its `service` param's default).
+const SERVICE: &str = "api";
 
 /// The test server as a child of this process, killed on drop.
 struct Server {
@@ -67,19 +72,24 @@ struct Bodies {
     writes: Vec<(Arc<str>, Bytes, u32)>,
 }
 
+/// The adapter's `topology` asks the server which records it already holds,
+/// so the adapter gets the server as its `api` service, as a run's would.
 fn bodies(
     opts: &PluginOptions,
     args: &HttpBenchArgs,
     points: u32,
+    server_url: &str,
 ) -> anyhow::Result<(Bodies, plugin_runtime::TargetAdapter)> {
     let rt = crate::catalog::runtime(opts)?;
     let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, "plant-shaped")?)?;
     model.configure("{}").map_err(crate::catalog::user_error)?;
     let params = format!(r#"{{"his-write-batch":{}}}"#, args.batch.max(1));
     let haxall = crate::catalog::load(&rt, "haxall")?;
-    let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &haxall, Arc::new(plugin_runtime::NoServices))?;
+    let services =
+        Arc::new(StackServices::new(BTreeMap::new(), [(SERVICE.to_string(), server_url.to_string())].into())?);
+    let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &haxall, services.clone())?;
     adapter.configure(&params).map_err(crate::catalog::user_error)?;
-    let mut judge = plugin_runtime::TargetAdapter::instantiate(&rt, &haxall, Arc::new(plugin_runtime::NoServices))?;
+    let mut judge = plugin_runtime::TargetAdapter::instantiate(&rt, &haxall, services)?;
     judge.configure(&params).map_err(crate::catalog::user_error)?;
     let tags = model.tags(1, 0, points)?;
     let addresses = adapter.addresses(&tags)?;
@@ -161,7 +171,7 @@ async fn scalebench_arm(
     judge: plugin_runtime::TargetAdapter,
 ) -> anyhow::Result<(f64, crate::transport::AckCounts)> {
     let cfg = HttpConfig {
-        bases: [("api".to_string(), url.to_string())].into(),
+        bases: [(SERVICE.to_string(), url.to_string())].into(),
         connections: args.connections.max(1),
         window: args.window.max(1) as usize,
         request_timeout: Duration::from_secs(30),
@@ -191,20 +201,21 @@ async fn scalebench_arm(
 pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
     let points = crate::commands::run::parse_points(&args.points)
         .map_err(|e| crate::cli::UsageError(format!("--points: {e}")))? as u32;
-    let (b, judge) = bodies(opts, &args, points)?;
     let server = start_server()?;
+    let (b, judge) = bodies(opts, &args, points, &server.url)?;
     let tasks = (args.connections.max(1) * args.window.max(1)) as usize;
     let bytes: usize = b.writes.iter().map(|w| w.1.len()).sum();
     let readings: u64 = b.writes.iter().map(|w| w.2 as u64).sum();
     println!(
-        "bench http: {} hisWrite requests of {} readings ({} bytes on average), {} points, {} connections × {} in flight, Haystack test server at {} (2 shared cores)",
+        "bench http: {} hisWrite requests of {} readings ({} bytes on average), {} points, {} connections × {} in flight, Haystack test server at {}, nproc {}",
         b.writes.len(),
         args.batch,
         bytes / b.writes.len().max(1),
         points,
         args.connections,
         args.window,
-        server.url
+        server.url,
+        crate::hardware::nproc()
     );
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async {
