@@ -107,6 +107,24 @@ impl BrokerSys {
     }
 }
 
+/// Before/after/delta of every counter seen in either snapshot, keyed
+/// without the `$SYS/broker/` prefix.
+pub fn compare(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, BrokerCounter> {
+    let mut out = BTreeMap::new();
+    for key in before.keys().chain(after.keys()) {
+        let b = before.get(key).copied();
+        let a = after.get(key).copied();
+        let delta = match (b, a) {
+            (Some(b), Some(a)) => Some(a - b),
+            (None, Some(a)) if key == DROPPED => Some(a),
+            _ => None,
+        };
+        let name = key.trim_start_matches("$SYS/broker/").to_string();
+        out.insert(name, BrokerCounter { before: b, after: a, delta });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,22 +143,4 @@ mod tests {
         moved.insert(DROPPED.into(), 3.0);
         assert!(!BrokerSys::unchanged_since_subscribed(&before, &moved, DROPPED, true));
     }
-}
-
-/// Before/after/delta of every counter seen in either snapshot, keyed
-/// without the `$SYS/broker/` prefix.
-pub fn compare(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, BrokerCounter> {
-    let mut out = BTreeMap::new();
-    for key in before.keys().chain(after.keys()) {
-        let b = before.get(key).copied();
-        let a = after.get(key).copied();
-        let delta = match (b, a) {
-            (Some(b), Some(a)) => Some(a - b),
-            (None, Some(a)) if key == DROPPED => Some(a),
-            _ => None,
-        };
-        let name = key.trim_start_matches("$SYS/broker/").to_string();
-        out.insert(name, BrokerCounter { before: b, after: a, delta });
-    }
-    out
 }

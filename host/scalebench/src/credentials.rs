@@ -69,7 +69,7 @@ pub fn with_password(params_json: &str, password: Option<&Secret>) -> String {
     let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(params_json) else {
         return params_json.to_string();
     };
-    if !map.get("user").and_then(|u| u.as_str()).is_some_and(|u| !u.is_empty()) {
+    if map.get("user").and_then(|u| u.as_str()).is_none_or(|u| u.is_empty()) {
         return params_json.to_string();
     }
     map.insert("password".into(), serde_json::Value::String(pw.0.clone()));

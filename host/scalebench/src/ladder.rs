@@ -146,7 +146,7 @@ pub async fn run(
     model.configure(&cfg.model_params).map_err(user_error)?;
     let period_ms = model.sample_period_ms()?;
     let adapter = |role: &'static str| -> anyhow::Result<(TargetAdapter, plugin_runtime::adapter_types::Plan)> {
-        let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::new(&services, role))?;
+        let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::shared(&services, role))?;
         let plan = a
             .configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
             .map_err(user_error)?;
@@ -191,7 +191,7 @@ pub async fn run(
         Some(spec) => {
             let p = crate::catalog::load(rt, spec)?;
             plugins_used.insert(format!("probes:{spec}"), p.sha256.clone());
-            Some(ProbeSet::instantiate(rt, &p, Scoped::new(&services, "probes"))?)
+            Some(ProbeSet::instantiate(rt, &p, Scoped::shared(&services, "probes"))?)
         }
         None => None,
     };

@@ -143,7 +143,7 @@ mod tests {
     fn tag(i: u32) -> TagInfo {
         TagInfo {
             index: i,
-            kind: if i % 2 == 0 { "temperature".into() } else { "flow".into() },
+            kind: if i.is_multiple_of(2) { "temperature".into() } else { "flow".into() },
             unit: "°C".into(),
             site: i / 100,
             equip: i / 10,

@@ -453,7 +453,7 @@ pub struct Scoped {
 }
 
 impl Scoped {
-    pub fn new(services: &std::sync::Arc<StackServices>, role: &'static str) -> std::sync::Arc<dyn HostServices> {
+    pub fn shared(services: &std::sync::Arc<StackServices>, role: &'static str) -> std::sync::Arc<dyn HostServices> {
         std::sync::Arc::new(Scoped { services: services.clone(), role })
     }
 }

@@ -343,7 +343,8 @@ mod tests {
 
     #[test]
     fn each_rule_fails_the_step_with_its_reason() {
-        let cases: Vec<(Box<dyn Fn(&mut StepResult)>, &str)> = vec![
+        type Change = Box<dyn Fn(&mut StepResult)>;
+        let cases: Vec<(Change, &str)> = vec![
             (
                 Box::new(|s| {
                     s.ingest.stored = 5880;

@@ -58,8 +58,8 @@ pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
         crate::hardware::nproc()
     );
     println!(
-        "{:<10} {:<8} {:<7} {:>10} {:>10}  {}",
-        "points", "stack", "status", "stored/s", "p95 lag", "CPU % (100 = a core) / peak RSS MB per service"
+        "{:<10} {:<8} {:<7} {:>10} {:>10}  CPU % (100 = a core) / peak RSS MB per service",
+        "points", "stack", "status", "stored/s", "p95 lag"
     );
     for (i, step) in local.steps.iter().enumerate() {
         for (name, s) in [("local", Some(step)), ("docker", docker.steps.get(i))] {

@@ -103,7 +103,7 @@ pub fn prefill_with(
     model.configure(&spec.model_params).map_err(super::gen::user_error)?;
     let target = crate::catalog::load(&rt, &spec.target_name)?;
     let mut more = |role: &'static str| -> anyhow::Result<plugin_runtime::TargetAdapter> {
-        let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &target, Scoped::new(services, role))?;
+        let mut a = plugin_runtime::TargetAdapter::instantiate(&rt, &target, Scoped::shared(services, role))?;
         a.configure(target_params).map_err(super::gen::user_error)?;
         Ok(a)
     };

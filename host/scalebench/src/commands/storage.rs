@@ -104,7 +104,7 @@ fn measure_target(
         let mut a = plugin_runtime::TargetAdapter::instantiate(
             &rt,
             &crate::catalog::load(&rt, &args.target)?,
-            crate::services::Scoped::new(&services, "adapter"),
+            crate::services::Scoped::shared(&services, "adapter"),
         )?;
         a.configure(&args.target_params).map_err(super::gen::user_error)?;
         let stats = a.stats().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -131,7 +131,7 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     let points = super::run::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
     let interval_ms =
         super::run::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
-    if interval_ms == 0 || !(args.hours > 0.0) {
+    if interval_ms == 0 || args.hours.is_nan() || args.hours <= 0.0 {
         return Err(usage("--interval and --hours must be above zero".into()));
     }
     let intervals = ((args.hours * 3_600_000.0) / interval_ms as f64).round().max(2.0) as u64;

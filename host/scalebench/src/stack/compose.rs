@@ -118,7 +118,7 @@ pub fn parse_bytes(s: &str) -> Option<i64> {
         _ => (t, 1),
     };
     let v: f64 = num.parse().ok()?;
-    (v > 0.0).then(|| (v * mult as f64) as i64)
+    (v > 0.0).then_some((v * mult as f64) as i64)
 }
 
 fn single(v: &dc::SingleValue) -> String {

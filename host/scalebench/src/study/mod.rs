@@ -4,6 +4,7 @@
 //!
 //! - [`nats`]: `scalebench study nats`, core NATS vs JetStream.
 //! - [`report`]: verdicts, charts and report.md from a study's rows.
+//!
 //! Charts are drawn by [`crate::chart`], the same code as the ladder reports.
 
 pub mod nats;

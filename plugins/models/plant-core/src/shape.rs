@@ -93,14 +93,14 @@ impl Model {
 
     /// Does this equip carry the creeping vibration fault?
     pub fn equip_creeps(seed: u64, equip: u32) -> bool {
-        hash2(seed ^ 0xC4EE_9000, equip as u64) % CREEP_ONE_IN == 0
+        hash2(seed ^ 0xC4EE_9000, equip as u64).is_multiple_of(CREEP_ONE_IN)
     }
 
     pub fn shape(&self, seed: u64, tag: u32) -> TagShape {
         let kind = self.layout.kind(tag);
         let equip = self.layout.equip(tag);
         let h = hash2(seed, tag as u64);
-        let eh = hash2(seed ^ 0x5EED_E0_0199, equip as u64);
+        let eh = hash2(seed ^ 0x5E_EDE0_0199, equip as u64);
         let r = |i: u64| unit(hash2(h, 0xA000 + i));
         let mut s = TagShape { kind, h, eh, a: 0.0, b: 0.0, c: 0.0, d: 0.0, period_ms: 1, n: 1, onset_ms: u64::MAX };
         match kind {

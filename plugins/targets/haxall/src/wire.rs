@@ -305,7 +305,7 @@ impl Wire {
             }
             let idx: Vec<usize> = (start..end).collect();
             for &i in &idx {
-                if self.points.get(points[i] as usize).map_or(true, |p| p.is_none()) {
+                if self.points.get(points[i] as usize).is_none_or(|p| p.is_none()) {
                     return Err(format!(
                         "haxall encode: reading for point {} that no `addresses` call named",
                         points[i]
@@ -377,7 +377,7 @@ impl Wire {
 
     /// The canary: a plain hisWrite of `seq` to the canary point.
     pub fn canary(&mut self, seq: u64, ts_ms: i64) -> Msg {
-        if self.first_canary_ms.map_or(true, |f| ts_ms < f) {
+        if self.first_canary_ms.is_none_or(|f| ts_ms < f) {
             self.first_canary_ms = Some(ts_ms);
         }
         let mut g = format!("ver:\"3.0\" id:@{}\nts,val\n", self.canary_id());
@@ -557,9 +557,7 @@ pub mod tests {
     }
 
     fn wire(batch: u32) -> Wire {
-        let mut p = Params::default();
-        p.his_write_batch = batch;
-        Wire::new(p)
+        Wire::new(Params { his_write_batch: batch, ..Params::default() })
     }
 
     #[test]
