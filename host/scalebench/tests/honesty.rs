@@ -223,6 +223,27 @@ fn external_stack() -> (local_stack::LocalStack, tempfile::TempDir, tokio::runti
     (stack, dir, rt)
 }
 
+/// `run` of the baler target against `stack` driven as an external one, its
+/// broker reached at `mqtt_port` (the broker's own, or a proxy's): 1 s
+/// interval, 2 s warm-up, default window and connections, `extra` on top.
+fn run_external_baler(
+    mqtt_port: u16,
+    stack: &local_stack::LocalStack,
+    dir: &tempfile::TempDir,
+    extra: &[&str],
+) -> std::process::Output {
+    Command::new(bin())
+        .args(["run", "--target", "baler", "--model", "plant-shaped", "--interval", "1s", "--warmup", "2s"])
+        .args(["--stack", "external", "--mqtt-url", &format!("mqtt://127.0.0.1:{mqtt_port}")])
+        .args(["--pg-url", &stack.postgres_conn()])
+        .arg("--results-dir")
+        .arg(dir.path().join("results"))
+        .args(extra)
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_broker_throttled_to_half_the_rate_fails_naming_the_rate_and_loses_nothing_unacknowledged() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,35 +251,8 @@ fn a_broker_throttled_to_half_the_rate_fails_naming_the_rate_and_loses_nothing_u
     // 400 readings/s of ~95 bytes each on the wire; let half of that through.
     let proxy = Throttle::start(stack.mqtt_port(), 400.0 * 95.0 * 0.5);
     // The default in-flight window and connections: a verdict never depends on them.
-    let out = Command::new(bin())
-        .args([
-            "run",
-            "--target",
-            "baler",
-            "--model",
-            "plant-shaped",
-            "--steps",
-            "400",
-            "--interval",
-            "1s",
-            "--warmup",
-            "2s",
-            "--soak",
-            "16s",
-            "--sample-every",
-            "2s",
-            "--stack",
-            "external",
-        ])
-        .arg("--mqtt-url")
-        .arg(format!("mqtt://127.0.0.1:{}", proxy.port))
-        .arg("--pg-url")
-        .arg(stack.postgres_conn())
-        .arg("--results-dir")
-        .arg(dir.path().join("results"))
-        .env("SCALEBENCH_CACHE_DIR", cache_dir())
-        .output()
-        .unwrap();
+    let out =
+        run_external_baler(proxy.port, &stack, &dir, &["--steps", "400", "--soak", "16s", "--sample-every", "2s"]);
     drop(proxy);
     let run = Run { out, dir };
     let r = run.result();
@@ -299,17 +293,7 @@ fn broker_drops_are_measured_on_a_broker_up_for_minutes() {
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (stack, dir, _rt) = external_stack();
     std::thread::sleep(Duration::from_secs(180));
-    let out = Command::new(bin())
-        .args(["run", "--target", "baler", "--model", "plant-shaped", "--steps", "200", "--interval", "1s"])
-        .args(["--warmup", "2s", "--soak", "8s", "--stack", "external", "--mqtt-url"])
-        .arg(format!("mqtt://127.0.0.1:{}", stack.mqtt_port()))
-        .arg("--pg-url")
-        .arg(stack.postgres_conn())
-        .arg("--results-dir")
-        .arg(dir.path().join("results"))
-        .env("SCALEBENCH_CACHE_DIR", cache_dir())
-        .output()
-        .unwrap();
+    let out = run_external_baler(stack.mqtt_port(), &stack, &dir, &["--steps", "200", "--soak", "8s"]);
     let run = Run { out, dir };
     let r = run.result();
     let s = step0(&r);
