@@ -86,7 +86,7 @@ use std::time::{Duration, Instant};
 
 pub use error::StackError;
 pub use health::ServiceHealth;
-pub use process::{log_tail, pid_alive, ProcessSample};
+pub use process::{log_tail, pid_alive, ForeignProcess, ProcessSample};
 pub use reference_historian::Stats as HistorianStats;
 
 use health::Tracker;

@@ -381,3 +381,41 @@ pub(crate) fn sample_group(service: Service, pgid: u32) -> ProcessSample {
 pub fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
 }
+
+/// A process someone else runs, identified by pid *and* start time so a
+/// reused pid is never mistaken for it (`--watch SERVICE=pid:PID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForeignProcess {
+    pub pid: u32,
+    start: u64,
+}
+
+impl ForeignProcess {
+    /// The process now running as `pid`, or None if there is none.
+    pub fn find(pid: u32) -> Option<ForeignProcess> {
+        let s = read_stat(pid).filter(|s| !s.zombie)?;
+        Some(ForeignProcess { pid, start: s.start })
+    }
+
+    /// Still the same process, and not a zombie?
+    pub fn alive(&self) -> bool {
+        read_stat(self.pid).is_some_and(|s| !s.zombie && s.start == self.start)
+    }
+
+    /// CPU seconds and resident bytes of the process and its descendants
+    /// (a server's workers count); None once it is gone.
+    pub fn usage(&self) -> Option<(f64, u64)> {
+        if !self.alive() {
+            return None;
+        }
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let (mut ticks, mut rss) = (0u64, 0u64);
+        for pid in service_pids(self.pid) {
+            if let Some(s) = read_stat(pid) {
+                ticks += s.ticks;
+                rss += rss_bytes(pid);
+            }
+        }
+        Some((ticks as f64 / tick, rss))
+    }
+}

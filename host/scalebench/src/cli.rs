@@ -372,7 +372,8 @@ pub struct StorageArgs {
 pub enum StackKind {
     /// Start mosquitto, PostgreSQL and the reference historian as child processes.
     Local,
-    /// Drive a stack someone else runs (--mqtt-url, --pg-url).
+    /// Drive a stack someone else runs: its services by --mqtt-url,
+    /// --pg-url, --nats-url and --service NAME=URL; its health by --watch.
     External,
     /// Run the built-in stack's compose file (compose/) through the Docker
     /// engine, with CPU and memory caps; build its images first with
@@ -532,6 +533,13 @@ pub struct RunArgs {
     /// (e.g. api=http://127.0.0.1:28080); repeat for several.
     #[arg(long, value_name = "NAME=URL")]
     pub service: Vec<String>,
+    /// External stack: measure a service's health, as SERVICE=pid:PID (a
+    /// process: exits), SERVICE=docker:CONTAINER (restarts, exits, OOM kills
+    /// on a reachable Docker engine) or SERVICE=url:HEALTH_URL (outages);
+    /// repeatable. With nothing watched, restarts and OOM kills are not
+    /// measured and every pass says "health not watched".
+    #[arg(long, value_name = "SERVICE=KIND:WHAT", value_parser = crate::stack::watch::parse)]
+    pub watch: Vec<crate::stack::watch::WatchSpec>,
     /// HTTP targets: requests in flight per connection. When all are
     /// waiting for answers the SUT is holding the generator back: pushback.
     #[arg(long, default_value_t = 8)]

@@ -161,6 +161,7 @@ pub fn delta(new: Option<f64>, base: Option<f64>, fmt: fn(f64) -> String) -> Str
 pub fn status(s: Status) -> &'static str {
     match s {
         Status::Pass => "pass",
+        Status::PassUnwatched => "pass (health not watched)",
         Status::Fail => "fail",
         Status::Inconclusive => "inconclusive",
         Status::Interrupted => "interrupted",

@@ -316,7 +316,7 @@ pub async fn run(
             result.ended_because = "interrupted".into();
             break;
         }
-        if status != Status::Pass && !cfg.continue_on_fail {
+        if !status.passed() && !cfg.continue_on_fail {
             result.ended_because = format!("step {points} did not pass");
             break;
         }
@@ -420,5 +420,6 @@ mod tests {
         assert_eq!(ceiling([(1, Fail), (2, Pass)]), None);
         assert_eq!(ceiling([(1, Pass), (2, Inconclusive), (3, Pass)]), Some(3));
         assert_eq!(ceiling([]), None);
+        assert_eq!(ceiling([(1, Pass), (2, PassUnwatched), (3, Fail)]), Some(2));
     }
 }

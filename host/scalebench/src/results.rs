@@ -63,11 +63,24 @@ pub struct Hardware {
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
+    /// Every measured rule passed, on an external stack whose health
+    /// nobody watched (`--watch`): restarts, exits and OOM kills are
+    /// unmeasured, so this is never a plain pass. Counts for the ceiling,
+    /// which says so.
+    #[serde(rename = "pass-health-not-watched")]
+    PassUnwatched,
     Fail,
     /// Not judged yet, or not judgeable: never a pass by default.
     #[default]
     Inconclusive,
     Interrupted,
+}
+
+impl Status {
+    /// Pass, with or without watched health: the ladder climbs on.
+    pub fn passed(self) -> bool {
+        matches!(self, Status::Pass | Status::PassUnwatched)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -432,7 +445,7 @@ pub fn ceiling_of(steps: impl IntoIterator<Item = (u64, Status)>) -> Option<u64>
     for (points, status) in steps {
         match status {
             Status::Fail => break,
-            Status::Pass => best = Some(points),
+            s if s.passed() => best = Some(points),
             _ => {}
         }
     }
@@ -443,6 +456,12 @@ impl RunResult {
     /// The run's ceiling, from its steps ([`ceiling_of`]).
     pub fn ceiling(&self) -> Option<u64> {
         ceiling_of(self.steps.iter().map(|s| (s.points, s.status)))
+    }
+
+    /// Whether the ceiling step passed on health nobody watched.
+    pub fn ceiling_unwatched(&self) -> bool {
+        let c = self.ceiling();
+        self.steps.iter().any(|s| Some(s.points) == c && s.status == Status::PassUnwatched)
     }
 
     /// Write atomically: a temporary file in the same directory, then rename.

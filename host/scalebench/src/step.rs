@@ -95,13 +95,11 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     let health_after = env.stack.health_totals();
     env.progress.phase(Phase::Count, "stored vs acked, second by second");
     let counted = count(&env, session, &offered, &drained).await?;
-    let (mut step, ctx) =
+    let (mut step, mut ctx) =
         assemble(&env, session, points, topology, offered, drained, counted, started_utc, step_started).await;
     match (health_before, health_after) {
         (Some(b), Some(a)) => step.containers = health_delta(&b, &a),
-        _ => step.unmeasured.push(
-            "restarts and OOM kills: this stack's processes are not visible to scalebench (external stack)".into(),
-        ),
+        _ => ctx.health_unwatched = true,
     }
     let (status, reasons) = verdict::decide(&step, &ctx);
     step.status = status;

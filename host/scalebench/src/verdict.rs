@@ -57,7 +57,14 @@ pub struct Context {
     /// Storage could not be counted: the data-loss rules cannot be applied
     /// (the step is inconclusive on that, never "0 stored").
     pub stored_unmeasured: bool,
+    /// An external stack with nothing watched (`--watch`): restarts, exits
+    /// and OOM kills are unmeasured. The step can still pass the rules that
+    /// were measured, as "pass (health not watched)", never a plain pass.
+    pub health_unwatched: bool,
 }
+
+/// The note every step of an unwatched external stack carries.
+pub const HEALTH_NOT_WATCHED: &str = "health not watched: restarts, exits and OOM kills of the external stack are not measured (add --watch SERVICE=pid:PID, SERVICE=docker:CONTAINER or SERVICE=url:HEALTH_URL)";
 
 /// Was the transport held back long enough to be pushback?
 fn secs(s: f64) -> String {
@@ -213,6 +220,8 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         Status::Fail
     } else if !inconclusive.is_empty() {
         Status::Inconclusive
+    } else if ctx.health_unwatched {
+        Status::PassUnwatched
     } else {
         Status::Pass
     };
@@ -222,6 +231,9 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     }
     reasons.extend(fail);
     reasons.extend(inconclusive);
+    if ctx.health_unwatched {
+        reasons.push(HEALTH_NOT_WATCHED.into());
+    }
     (status, reasons)
 }
 
@@ -451,6 +463,20 @@ mod tests {
         let mut s = good();
         s.generator.held_back_s = 0.2;
         assert_eq!(decide(&s, &Context::default()).0, Status::Pass);
+    }
+
+    #[test]
+    fn unwatched_health_is_never_a_plain_pass() {
+        let ctx = Context { health_unwatched: true, ..Default::default() };
+        let (status, reasons) = decide(&good(), &ctx);
+        assert_eq!(status, Status::PassUnwatched);
+        assert_eq!(reasons, vec![HEALTH_NOT_WATCHED.to_string()]);
+        // A failure stays a failure, with the note last.
+        let mut s = good();
+        s.unmeasured.push("broker drops: $SYS not readable".into());
+        let (status, reasons) = decide(&s, &ctx);
+        assert_eq!(status, Status::Inconclusive);
+        assert_eq!(reasons.last().unwrap(), HEALTH_NOT_WATCHED);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod cli_gen;
 mod common;
 mod docker;
+mod external;
 mod historian;
 mod honesty;
 mod http;

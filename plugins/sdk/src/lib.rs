@@ -51,10 +51,52 @@ pub mod target_adapter {
     });
 }
 
-// A target adapter that also exports `history-sink` (world
-// `target-adapter-history-plugin`) generates its own bindings of that world
-// with `wit_bindgen::generate!` (see plugins/targets/baler/src/component.rs):
-// two exported-macro sets of the same interfaces cannot live in one crate.
+// The optional second exports. Each is a world of its own exporting one
+// interface (`http-ingest-exports`, `history-sink-exports`,
+// `probe-answer-exports`), so its export macros never collide with the base
+// world's; a plugin calls both macros, and the component then has both
+// exports (world `target-adapter-http-plugin` = `target-adapter-plugin` +
+// `http-ingest`, and so on). Shared types come from the base world's module.
+
+/// Bindings of the optional `http-ingest` export of an HTTP target adapter:
+/// headers (Content-Type, Authorization) and what a response means. Without
+/// it the host sends no Content-Type and counts any 2xx as acknowledged.
+pub mod http_ingest {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "http-ingest-exports",
+        pub_export_macro: true,
+        export_macro_name: "export_http_ingest_world",
+        default_bindings_module: "scalebench_plugin_sdk::http_ingest",
+        with: { "scalebench:plugin/types@0.1.0": crate::target_adapter::scalebench::plugin::types },
+    });
+}
+
+/// Bindings of the optional `history-sink` export of a target adapter
+/// (prefill: history written through the SUT's own API).
+pub mod history_sink {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "history-sink-exports",
+        pub_export_macro: true,
+        export_macro_name: "export_history_sink_world",
+        default_bindings_module: "scalebench_plugin_sdk::history_sink",
+        with: { "scalebench:plugin/types@0.1.0": crate::target_adapter::scalebench::plugin::types },
+    });
+}
+
+/// Bindings of the optional `probe-answer` export of a probe set (the size
+/// of an answer, as a user of the SUT would count it).
+pub mod probe_answer {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "probe-answer-exports",
+        pub_export_macro: true,
+        export_macro_name: "export_probe_answer_world",
+        default_bindings_module: "scalebench_plugin_sdk::probe_answer",
+        with: { "scalebench:plugin/types@0.1.0": crate::probe_set::scalebench::plugin::types },
+    });
+}
 
 /// Export a type implementing
 /// `value_model::exports::scalebench::plugin::value_model::Guest` as the plugin.
@@ -80,6 +122,36 @@ macro_rules! export_probe_set {
 macro_rules! export_target_adapter {
     ($ty:ident) => {
         $crate::target_adapter::export_target_adapter_world!($ty with_types_in $crate::target_adapter);
+    };
+}
+
+/// Export a type implementing
+/// `http_ingest::exports::scalebench::plugin::http_ingest::Guest` as the
+/// adapter's `http-ingest` (call it beside [`export_target_adapter!`]).
+#[macro_export]
+macro_rules! export_http_ingest {
+    ($ty:ident) => {
+        $crate::http_ingest::export_http_ingest_world!($ty with_types_in $crate::http_ingest);
+    };
+}
+
+/// Export a type implementing
+/// `history_sink::exports::scalebench::plugin::history_sink::Guest` as the
+/// adapter's `history-sink` (call it beside [`export_target_adapter!`]).
+#[macro_export]
+macro_rules! export_history_sink {
+    ($ty:ident) => {
+        $crate::history_sink::export_history_sink_world!($ty with_types_in $crate::history_sink);
+    };
+}
+
+/// Export a type implementing
+/// `probe_answer::exports::scalebench::plugin::probe_answer::Guest` as the
+/// probe set's `probe-answer` (call it beside [`export_probe_set!`]).
+#[macro_export]
+macro_rules! export_probe_answer {
+    ($ty:ident) => {
+        $crate::probe_answer::export_probe_answer_world!($ty with_types_in $crate::probe_answer);
     };
 }
 

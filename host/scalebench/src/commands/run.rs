@@ -273,6 +273,11 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     }
     let budgets = check_budgets(&plugin_rt, &cfg, &budgets)?;
     // The isolation guard, for external stacks too: never a live install by accident.
+    if !args.watch.is_empty() && args.stack != StackKind::External {
+        return Err(usage(
+            "--watch is for --stack external: scalebench already watches the stacks it runs itself".into(),
+        ));
+    }
     if args.stack == StackKind::External {
         if let Some(u) = &args.mqtt_url {
             let (h, p) = stack::parse_mqtt_url(u).map_err(usage)?;

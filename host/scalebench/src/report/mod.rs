@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::results::{RunResult, Status, StepResult};
+use crate::results::{RunResult, StepResult};
 use figures::Figure;
 
 /// One run, ready to be written in any format.
@@ -76,7 +76,7 @@ impl RunReport<'_> {
 
     /// "Step 2,500 points: fail — data loss: …", or None when every step passed.
     pub fn first_failure(&self) -> Option<String> {
-        self.run.steps.iter().find(|s| s.status != Status::Pass).map(|s| {
+        self.run.steps.iter().find(|s| !s.status.passed()).map(|s| {
             format!(
                 "{} points: {} — {}",
                 crate::format::thousands(s.points),

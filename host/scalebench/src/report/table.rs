@@ -98,8 +98,11 @@ pub fn ceiling(r: &RunResult) -> Option<u64> {
 /// passed above a failure (`--continue-on-fail`), why that is no ceiling.
 pub fn ceiling_text(r: &RunResult) -> String {
     match ceiling(r) {
+        Some(p) if r.ceiling_unwatched() => {
+            format!("Highest passing step: {} points (health not watched).", thousands(p))
+        }
         Some(p) => format!("Highest passing step: {} points.", thousands(p)),
-        None if r.steps.iter().any(|s| s.status == Status::Pass) => {
+        None if r.steps.iter().any(|s| s.status.passed()) => {
             "Highest passing step: none (a pass above a failed step is not a ceiling).".into()
         }
         None => "Highest passing step: none.".into(),

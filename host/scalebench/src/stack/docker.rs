@@ -447,37 +447,7 @@ impl DockerStack {
     async fn stats(&self) -> Vec<ProcSample> {
         let mut out = Vec::new();
         for c in &self.containers {
-            let mut s = self.docker.stats(&c.id, Some(StatsOptions { stream: false, one_shot: true }));
-            let Some(Ok(st)) = s.next().await else { continue };
-            let cpu_ns =
-                st.cpu_stats.as_ref().and_then(|c| c.cpu_usage.as_ref()).and_then(|u| u.total_usage).unwrap_or(0);
-            let mem = st.memory_stats.as_ref();
-            let cache = mem
-                .and_then(|m| m.stats.as_ref())
-                .and_then(|s| s.get("cache").or_else(|| s.get("inactive_file")).copied())
-                .unwrap_or(0);
-            let usage = mem.and_then(|m| m.usage).unwrap_or(0).saturating_sub(cache);
-            let limit = mem.and_then(|m| m.limit);
-            let (mut rd, mut wr) = (None, None);
-            if let Some(entries) = st.blkio_stats.as_ref().and_then(|b| b.io_service_bytes_recursive.as_ref()) {
-                let sum = |op: &str| {
-                    entries
-                        .iter()
-                        .filter(|e| e.op.as_deref().is_some_and(|o| o.eq_ignore_ascii_case(op)))
-                        .filter_map(|e| e.value)
-                        .sum::<u64>()
-                };
-                rd = Some(sum("read"));
-                wr = Some(sum("write"));
-            } else {
-                rd = rd.or(Some(0));
-                wr = wr.or(Some(0));
-            }
-            let mut p = ProcSample::new(c.service.clone(), cpu_ns as f64 / 1e9, usage, Instant::now());
-            p.mem_limit_bytes = limit;
-            p.blkio_read_bytes = rd;
-            p.blkio_write_bytes = wr;
-            out.push(p);
+            out.extend(container_sample(&self.docker, &c.id, &c.service).await);
         }
         out
     }
@@ -572,7 +542,42 @@ async fn tokio_postgres_ready(conn: &str) -> bool {
     .unwrap_or(false)
 }
 
-fn describe_exit(code: i64, oom: bool) -> String {
+/// CPU (cumulative), memory against its cap and block I/O of one container
+/// now, from the stats API; None if the engine gives none.
+pub(super) async fn container_sample(docker: &Docker, id: &str, name: &str) -> Option<ProcSample> {
+    let mut s = docker.stats(id, Some(StatsOptions { stream: false, one_shot: true }));
+    let Some(Ok(st)) = s.next().await else { return None };
+    let cpu_ns = st.cpu_stats.as_ref().and_then(|c| c.cpu_usage.as_ref()).and_then(|u| u.total_usage).unwrap_or(0);
+    let mem = st.memory_stats.as_ref();
+    let cache = mem
+        .and_then(|m| m.stats.as_ref())
+        .and_then(|s| s.get("cache").or_else(|| s.get("inactive_file")).copied())
+        .unwrap_or(0);
+    let usage = mem.and_then(|m| m.usage).unwrap_or(0).saturating_sub(cache);
+    let limit = mem.and_then(|m| m.limit);
+    let (mut rd, mut wr) = (None, None);
+    if let Some(entries) = st.blkio_stats.as_ref().and_then(|b| b.io_service_bytes_recursive.as_ref()) {
+        let sum = |op: &str| {
+            entries
+                .iter()
+                .filter(|e| e.op.as_deref().is_some_and(|o| o.eq_ignore_ascii_case(op)))
+                .filter_map(|e| e.value)
+                .sum::<u64>()
+        };
+        rd = Some(sum("read"));
+        wr = Some(sum("write"));
+    } else {
+        rd = rd.or(Some(0));
+        wr = wr.or(Some(0));
+    }
+    let mut p = ProcSample::new(name.to_string(), cpu_ns as f64 / 1e9, usage, Instant::now());
+    p.mem_limit_bytes = limit;
+    p.blkio_read_bytes = rd;
+    p.blkio_write_bytes = wr;
+    Some(p)
+}
+
+pub(super) fn describe_exit(code: i64, oom: bool) -> String {
     if oom {
         format!("OOM-killed (exit code {code})")
     } else if code > 128 {

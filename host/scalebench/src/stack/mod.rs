@@ -15,6 +15,7 @@ pub mod docker;
 pub mod external;
 pub mod local;
 pub mod start;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

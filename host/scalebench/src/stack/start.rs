@@ -203,7 +203,8 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
                 let (name, url) = super::parse_service(s).map_err(usage)?;
                 endpoints.push(Endpoint { name, kind: ServiceKind::Http, address: url });
             }
-            let ext = External { endpoints };
+            let watchers = super::watch::Watchers::start(&args.watch).await.map_err(usage)?;
+            let ext = External { endpoints, watchers };
             // Ask only for what the target's plan names.
             let missing: Vec<String> =
                 plan.services.iter().filter(|n| !ext.services().iter().any(|e| &e.name == *n)).cloned().collect();
