@@ -17,8 +17,11 @@ pub enum PluginError {
     #[error("plugin {plugin}: imports what the host does not grant: {imports}\n{why}\nhint: plugins get no filesystem, sockets, clocks, randomness or environment; ask the host through the imports of your world instead")]
     ForbiddenImport { plugin: String, imports: String, why: String },
 
-    #[error("plugin {plugin}: contract version {found} is not supported by this scalebench (it speaks {supported})\nhint: rebuild the plugin against a matching scalebench plugin SDK")]
-    Abi { plugin: String, found: String, supported: String },
+    #[error("plugin {plugin}: {culprit} contract version {found}, which this scalebench does not speak (it speaks {supported})\nhint: copy wit/plugin.wit from this scalebench (`scalebench plugins wit > wit/plugin.wit`), have info() report abi \"{supported}\", and rebuild")]
+    Abi { plugin: String, found: String, supported: String, culprit: String },
+
+    #[error("plugin {plugin}: its `{export}` export does not match this scalebench's contract: {detail}\nhint: it was built from another copy of the contract: copy wit/plugin.wit from this scalebench (`scalebench plugins wit > wit/plugin.wit`) and rebuild")]
+    Mismatch { plugin: String, export: String, detail: String },
 
     #[error("plugin {plugin}: failed to compile: {detail}")]
     Compile { plugin: String, detail: String },
@@ -56,6 +59,7 @@ impl PluginError {
             | PluginError::UnknownWorld { plugin, .. }
             | PluginError::ForbiddenImport { plugin, .. }
             | PluginError::Abi { plugin, .. }
+            | PluginError::Mismatch { plugin, .. }
             | PluginError::Compile { plugin, .. }
             | PluginError::Instantiate { plugin, .. }
             | PluginError::Trap { plugin, .. }

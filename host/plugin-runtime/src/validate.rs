@@ -131,7 +131,12 @@ pub fn check_world(plugin: &str, exports: &[String], imports: &[String]) -> Resu
     if found.is_empty() {
         if let Some(name) = other_versions.first() {
             let found = split_name(name).2.unwrap_or("none").to_string();
-            return Err(PluginError::Abi { plugin: plugin.into(), found, supported: CONTRACT_VERSION.into() });
+            return Err(PluginError::Abi {
+                plugin: plugin.into(),
+                found,
+                supported: CONTRACT_VERSION.into(),
+                culprit: format!("its wit package (it exports {name}) is"),
+            });
         }
         let list = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
         return Err(PluginError::UnknownWorld {

@@ -90,6 +90,7 @@ fn check_info(plugin: &Plugin, info: &PluginInfo, kind: PluginKind) -> Result<()
             plugin: plugin.name.clone(),
             found: info.abi.clone(),
             supported: CONTRACT_VERSION.into(),
+            culprit: "its wit package matches, but its info() reports".into(),
         });
     }
     if info.kind != kind {
@@ -108,6 +109,18 @@ fn instantiate_err(plugin: &Plugin, limits: &Limits, store: &Store<StoreState>, 
     }
 }
 
+/// Binding the `export` interface failed: its functions or types are not
+/// the ones this host's contract has (a stale or newer copy of the wit).
+fn mismatch(plugin: &Plugin, export: &str, e: wasmtime::Error) -> PluginError {
+    let name = plugin
+        .exports
+        .iter()
+        .find(|n| n.split('@').next().is_some_and(|p| p.ends_with(&format!("/{export}"))))
+        .cloned()
+        .unwrap_or_else(|| format!("scalebench:plugin/{export}"));
+    PluginError::Mismatch { plugin: plugin.name.clone(), export: name, detail: format!("{e:#}") }
+}
+
 /// A loaded value model.
 pub struct ValueModel {
     g: Guarded<model::ValueModelPlugin>,
@@ -119,9 +132,13 @@ impl ValueModel {
         expect_world(plugin, World::ValueModel)?;
         let mut store = rt.new_store(plugin, Arc::new(crate::NoServices));
         store.set_epoch_deadline(rt.ticks());
-        let bindings = match model::ValueModelPlugin::instantiate(&mut store, &plugin.component, &rt.linker_model) {
-            Ok(b) => b,
+        let instance = match rt.linker_model.instantiate(&mut store, &plugin.component) {
+            Ok(i) => i,
             Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+        };
+        let bindings = match model::ValueModelPlugin::new(&mut store, &instance) {
+            Ok(b) => b,
+            Err(e) => return Err(mismatch(plugin, "value-model", e)),
         };
         let mut g = Guarded {
             name: plugin.name.clone(),
@@ -212,14 +229,14 @@ impl ProbeSet {
         };
         let main = match probe::ProbeSetPlugin::new(&mut store, &instance) {
             Ok(b) => b,
-            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            Err(e) => return Err(mismatch(plugin, "probe-set", e)),
         };
         // Present means it must bind: a probe-answer of the wrong shape is an error, not "absent".
         let answer = match optional_export(plugin, "probe-answer") {
             None => None,
             Some(_) => match probe_answer::ProbeAnswerExports::new(&mut store, &instance) {
                 Ok(a) => Some(a),
-                Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+                Err(e) => return Err(mismatch(plugin, "probe-answer", e)),
             },
         };
         let bindings = ProbeBindings { main, answer };
@@ -324,21 +341,21 @@ impl TargetAdapter {
         };
         let main = match adapter::TargetAdapterPlugin::new(&mut store, &instance) {
             Ok(b) => b,
-            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            Err(e) => return Err(mismatch(plugin, "target-adapter", e)),
         };
         // Present means it must bind: a history-sink of the wrong shape is an error, not "absent".
         let history = match history_export(plugin) {
             None => None,
             Some(_) => match history::HistorySinkExports::new(&mut store, &instance) {
                 Ok(h) => Some(h),
-                Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+                Err(e) => return Err(mismatch(plugin, "history-sink", e)),
             },
         };
         let http = match optional_export(plugin, "http-ingest") {
             None => None,
             Some(_) => match http_ingest::HttpIngestExports::new(&mut store, &instance) {
                 Ok(h) => Some(h),
-                Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+                Err(e) => return Err(mismatch(plugin, "http-ingest", e)),
             },
         };
         let bindings = AdapterBindings { main, history, http };

@@ -393,9 +393,12 @@ pub struct RunArgs {
     pub model: String,
     #[arg(long, default_value = "{}")]
     pub model_params: String,
-    /// Probe set timed under load, a built-in name, a path, or `none`.
-    #[arg(long, default_value = "historian-sql")]
-    pub probes: String,
+    /// Probe set timed under load: a built-in name, a path, or `none`.
+    /// Default: by where the target stores — historian-sql for a SQL store,
+    /// haystack for an HTTP server (on the target's own service), none for
+    /// a stream (NATS JetStream).
+    #[arg(long)]
+    pub probes: Option<String>,
     #[arg(long, default_value = "{}")]
     pub probe_params: String,
     /// Probe budgets (default: ./budgets.json, else the built-in copy).
@@ -554,13 +557,6 @@ pub struct RunArgs {
     pub kill_nats_node_after: Option<String>,
 }
 
-impl RunArgs {
-    /// Was --probes left at its default?
-    pub fn probes_defaulted(&self) -> bool {
-        !std::env::args().any(|a| a == "--probes" || a.starts_with("--probes="))
-    }
-}
-
 /// The user pressed Ctrl-C (exit status 130).
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted; the steps measured so far are in the result file")]
@@ -625,6 +621,9 @@ pub enum PluginsCommand {
         /// A built-in name or a path to a .wasm.
         plugin: String,
     },
+    /// Print the plugin contract this scalebench speaks (wit/plugin.wit), to
+    /// copy into an adapter built outside this repository.
+    Wit,
 }
 
 /// Bad input from the user (exit status 2).

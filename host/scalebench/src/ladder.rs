@@ -169,7 +169,11 @@ pub async fn run(
     // HTTP: headers and judging on an adapter instance of their own.
     let http_rules: Option<Arc<dyn crate::transport::http::IngestRules>> = match plan.transport {
         TransportPlan::Http => {
-            Some(Arc::new(crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0)))))
+            let rules = crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0)));
+            if !crate::transport::http::IngestRules::judged_by_adapter(&rules) {
+                eprintln!("warning: {}", crate::transport::http::NO_HTTP_INGEST);
+            }
+            Some(Arc::new(rules))
         }
         _ => None,
     };
@@ -367,10 +371,18 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
     }];
     let sent = transport.senders()[0].send(batch).await.is_ok();
     let deadline = Instant::now() + CHECK_ACK_WAIT;
-    while sent && transport.counts().canaries_acked < 1 && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+    // Until it is settled: acknowledged, refused, or failed without an answer.
+    while sent && transport.counts().settled_msgs < 1 && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let counts = transport.finish(Duration::from_secs(1)).await;
+    if counts.canaries_acked < 1 && counts.refused_msgs > 0 {
+        let why = counts.error_samples.first().cloned().unwrap_or_else(|| "no reason given".into());
+        return Err(Error::ReadingCheck {
+            detail: format!("{} refused the one reading (canary {seq} to {address}): {why}", session.carrier.acknowledger()),
+            hint: "check the adapter's address (service and path) against what the server serves, and that scalebench's account may write there".into(),
+        });
+    }
     if counts.canaries_acked < 1 {
         return Err(Error::ReadingCheck {
             detail: format!(
@@ -378,7 +390,7 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
                 CHECK_ACK_WAIT.as_secs(),
                 counts.error_samples.first().map(|e| format!(" ({e})")).unwrap_or_default()
             ),
-            hint: "check that the broker or server is up and accepts scalebench's account".into(),
+            hint: format!("check that {} is up and accepts scalebench's account", session.carrier.acknowledger()),
         });
     }
     if session.carrier.ack_means_stored() {
@@ -398,11 +410,12 @@ async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), E
         if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
             return Err(Error::ReadingCheck {
                 detail: format!(
-                    "the broker acknowledged a reading (canary {seq} to {address}) that never reached storage within {} s{}",
+                    "{} acknowledged a reading (canary {seq} to {address}) that never reached storage within {} s{}",
+                    session.carrier.acknowledger(),
                     CHECK_STORE_WAIT.as_secs(),
                     last_error.map(|e| format!("; counting it failed: {e}")).unwrap_or_default()
                 ),
-                hint: "mosquitto acknowledges publishes its ACL denies: check that the broker lets scalebench's account (--mqtt-user) publish on the target's topics, and that the system under test is subscribed and writing".into(),
+                hint: session.carrier.unstored_hint(&counts),
             });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;

@@ -73,7 +73,7 @@ fn a_sigkill_of_the_watched_historian_fails_the_step_naming_it() {
     let (stack, dir, _rt) = external_stack();
     let pid = historian_pid(&stack);
     let watch = format!("historian=pid:{pid}");
-    let mut child = external_run(&stack, &dir, &["--steps", "1k", "--watch", &watch])
+    let mut child = external_run(&stack, &dir, &["--steps", "1k", "--drain-timeout", "30s", "--watch", &watch])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

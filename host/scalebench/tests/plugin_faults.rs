@@ -159,3 +159,43 @@ fn a_model_that_describes_fewer_tags_than_asked_breaks_the_contract_by_name() {
         "{msg}"
     );
 }
+
+// ---- HTTP adapters: with and without http-ingest -------------------------------
+
+#[test]
+fn an_http_adapter_without_http_ingest_is_warned_about_and_one_with_it_is_not() {
+    let plain = bad_plugin("odd-target");
+    let out = scalebench(&["plugins", "inspect", plain.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("warning:") && text.contains("sends no Content-Type; any 2xx counts as acknowledged"),
+        "{text}"
+    );
+    // Built with the SDK's http-ingest export beside the target adapter.
+    let judged = bad_plugin("judged-http");
+    let out = scalebench(&["plugins", "inspect", judged.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("http-ingest"), "the SDK's http-ingest export is missing:\n{text}");
+    assert!(!text.contains("warning:"), "{text}");
+}
+
+#[test]
+fn an_adapter_built_from_a_stale_contract_names_the_export_and_says_to_copy_the_wit() {
+    let stale = bad_plugin("stale-wit");
+    let out = scalebench(&["plugins", "inspect", stale.to_str().unwrap()]);
+    let e = stderr(&out);
+    assert!(!out.status.success());
+    assert!(e.contains("`scalebench:plugin/target-adapter@0.1.0` export does not match"), "{e}");
+    assert!(e.contains("copy wit/plugin.wit from this scalebench"), "{e}");
+    assert!(!e.contains("Error {") && !e.contains("wasmtime::"), "{e}");
+    // What it says to copy is there to copy.
+    let out = scalebench(&["plugins", "wit"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), std::fs::read_to_string(workspace_wit()).unwrap());
+}
+
+fn workspace_wit() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit/plugin.wit")
+}

@@ -6,9 +6,17 @@ use std::sync::Arc;
 use crate::catalog;
 use crate::cli::{PluginOptions, PluginsArgs, PluginsCommand};
 
+/// The contract this binary was built with: what `plugins wit` prints.
+const CONTRACT: &str = include_str!("../../../../wit/plugin.wit");
+
 pub fn run(opts: &PluginOptions, args: PluginsArgs) -> anyhow::Result<()> {
+    if let PluginsCommand::Wit = args.command {
+        print!("{CONTRACT}");
+        return Ok(());
+    }
     let rt = catalog::runtime(opts)?;
     match args.command {
+        PluginsCommand::Wit => unreachable!("printed above"),
         PluginsCommand::List => {
             println!("{:<16} {:<15} {:<8} summary", "name", "kind", "version");
             for (name, _) in catalog::builtin() {
@@ -38,6 +46,15 @@ pub fn run(opts: &PluginOptions, args: PluginsArgs) -> anyhow::Result<()> {
             println!("imports:      {}", p.imports.join(", "));
             println!("default params:\n  {}", info.default_params);
             println!("params schema:\n{}", info.params_schema);
+            if p.world == World::TargetAdapter {
+                let mut a = TargetAdapter::instantiate(&rt, &p, Arc::new(NoServices))?;
+                let http = a
+                    .configure(&info.default_params)
+                    .is_ok_and(|plan| matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http));
+                if http && !a.has_http_ingest() {
+                    println!("warning:      {}", crate::transport::http::NO_HTTP_INGEST);
+                }
+            }
         }
     }
     Ok(())

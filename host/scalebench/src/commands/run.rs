@@ -117,6 +117,46 @@ fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
     Ok(out)
 }
 
+/// The probe set a target gets without --probes, by where it stores: a
+/// historian's SQL is read by historian-sql, an HTTP server (a Haystack
+/// server) by haystack, and a stream (NATS) has no reads of its own to time.
+pub fn default_probes(plan: &plugin_runtime::adapter_types::Plan) -> Option<&'static str> {
+    use plugin_runtime::adapter_types::{StoragePlan, TransportPlan};
+    match (&plan.transport, &plan.storage) {
+        (TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore, _) | (_, StoragePlan::Jetstream(_)) => None,
+        (_, StoragePlan::Sql(_)) => Some("historian-sql"),
+        (_, StoragePlan::Http(_)) => Some("haystack"),
+    }
+}
+
+/// Probe params that read from the target's own HTTP service: when the
+/// probe set takes a `service` and the user named none, it is the service
+/// the target stores to (a Haystack server called `haxall` is probed as
+/// `haxall`, not as the set's default).
+fn follow_services(
+    rt: &plugin_runtime::Runtime,
+    spec: &str,
+    params: &str,
+    storage: &plugin_runtime::adapter_types::StoragePlan,
+) -> anyhow::Result<String> {
+    let plugin_runtime::adapter_types::StoragePlan::Http(service) = storage else { return Ok(params.to_string()) };
+    let mut given: serde_json::Map<String, serde_json::Value> = match serde_json::from_str(params) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => return Ok(params.to_string()), // the probe set says what is wrong with it
+    };
+    if given.contains_key("service") {
+        return Ok(params.to_string());
+    }
+    let plugin = crate::catalog::load(rt, spec)?;
+    let info = plugin_runtime::ProbeSet::instantiate(rt, &plugin, Arc::new(Quiet))?.info;
+    let schema: serde_json::Value = serde_json::from_str(&info.params_schema).unwrap_or_default();
+    if schema["properties"].get("service").is_none() {
+        return Ok(params.to_string());
+    }
+    given.insert("service".into(), serde_json::Value::String(service.clone()));
+    Ok(serde_json::Value::Object(given).to_string())
+}
+
 /// No services and no log lines: the probe set's `setup` runs here only to
 /// learn its probes' names, before any stack exists, and what it would say
 /// about the missing server is noise.
@@ -181,6 +221,11 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     if interval.is_zero() || soak.is_zero() || sample_every.is_zero() {
         return Err(usage("--interval, --soak and --sample-every must be above zero".into()));
     }
+    if !args.watch.is_empty() && args.stack != StackKind::External {
+        return Err(usage(
+            "--watch is for --stack external: scalebench already watches the stacks it runs itself".into(),
+        ));
+    }
     let budgets = match &args.budgets {
         Some(p) => Budgets::load(p)?,
         None if std::path::Path::new("budgets.json").exists() => Budgets::load(std::path::Path::new("budgets.json"))?,
@@ -188,9 +233,11 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("built-in budgets.json"))?
         }
     };
-    let probes = match args.probes.as_str() {
-        "none" => None,
-        other => Some(other.to_string()),
+    // Without --probes the set follows the target's storage (below, once
+    // its plan is known).
+    let probes = match args.probes.as_deref() {
+        Some("none") | None => None,
+        Some(other) => Some(other.to_string()),
     };
     crate::credentials::refuse_in_params("--target-params", &args.target_params).map_err(usage)?;
     crate::credentials::refuse_in_params("--probe-params", &args.probe_params).map_err(usage)?;
@@ -254,30 +301,15 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
             .map_err(crate::commands::gen::user_error)?
     };
-    let wants_nats = matches!(
-        plan.transport,
-        plugin_runtime::adapter_types::TransportPlan::NatsJetstream(_)
-            | plugin_runtime::adapter_types::TransportPlan::NatsCore
-    );
     let mut cfg = cfg;
-    if wants_nats && cfg.probes.as_deref() == Some("historian-sql") && args.probes_defaulted() {
-        // The default probe set reads a historian's SQL; a stream has none.
-        cfg.probes = None;
+    if args.probes.is_none() {
+        cfg.probes = default_probes(&plan).map(String::from);
     }
-    if matches!(plan.transport, plugin_runtime::adapter_types::TransportPlan::Http)
-        && cfg.probes.as_deref() == Some("historian-sql")
-        && args.probes_defaulted()
-    {
-        // HTTP targets are Haystack servers: a Haystack user's reads.
-        cfg.probes = Some("haystack".into());
+    if let Some(spec) = &cfg.probes {
+        cfg.probe_params = follow_services(&plugin_rt, spec, &cfg.probe_params, &plan.storage)?;
     }
     let budgets = check_budgets(&plugin_rt, &cfg, &budgets)?;
     // The isolation guard, for external stacks too: never a live install by accident.
-    if !args.watch.is_empty() && args.stack != StackKind::External {
-        return Err(usage(
-            "--watch is for --stack external: scalebench already watches the stacks it runs itself".into(),
-        ));
-    }
     if args.stack == StackKind::External {
         if let Some(u) = &args.mqtt_url {
             let (h, p) = stack::parse_mqtt_url(u).map_err(usage)?;

@@ -49,7 +49,16 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 pub trait IngestRules: Send + Sync {
     fn headers(&self, address: &str) -> Result<Vec<(String, String)>, String>;
     fn judge(&self, address: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Result<(), String>;
+    /// Whether answers are judged by the adapter (its `http-ingest`), not
+    /// taken as acknowledged on any 2xx.
+    fn judged_by_adapter(&self) -> bool {
+        false
+    }
 }
+
+/// What `plugins inspect` and `run` say of an HTTP adapter without the
+/// `http-ingest` export.
+pub const NO_HTTP_INGEST: &str = "this HTTP adapter has no http-ingest export: it sends no Content-Type; any 2xx counts as acknowledged (an error answered with HTTP 200 would count as stored). Export http-ingest to set headers and judge answers: see docs/plugin-authoring.md";
 
 /// No adapter rules: no headers but `content_type`, every 2xx is an ack.
 pub struct PlainRules {
@@ -78,6 +87,9 @@ impl IngestRules for AdapterRules {
             Ok(v) => v,
             Err(e) => Err(format!("the adapter could not judge the answer: {e}")),
         }
+    }
+    fn judged_by_adapter(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).has_http_ingest()
     }
 }
 
@@ -301,6 +313,17 @@ async fn post_once(shared: &Arc<Shared>, m: &Message) -> Answer {
     }
 }
 
+/// "HTTP 200: ver:\"3.0\" …": the status and the first bytes of an answer.
+pub fn describe_answer(status: u16, body: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(body).chars().take(120).collect();
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        format!("HTTP {status} with an empty body")
+    } else {
+        format!("HTTP {status}: {text}")
+    }
+}
+
 fn describe_error(url: &str, e: &hyper_util::client::legacy::Error) -> String {
     let mut s = format!("POST {url}: {e}");
     let mut src = std::error::Error::source(e);
@@ -322,6 +345,12 @@ async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, t: 
         }
         Ok((status, hs, body)) => {
             let at = now_ms();
+            {
+                let mut c = counts.lock().unwrap();
+                if c.first_answer.is_none() {
+                    c.first_answer = Some(describe_answer(status, &body));
+                }
+            }
             let (rules, a) = (shared.cfg.rules.clone(), m.address.clone());
             let verdict = tokio::task::spawn_blocking(move || rules.judge(&a, status, hs, body))
                 .await
@@ -359,6 +388,17 @@ impl super::Carrier for HttpCarrier {
     }
     fn ack_means_stored(&self) -> bool {
         false
+    }
+    fn acknowledger(&self) -> &'static str {
+        "the server"
+    }
+    fn unstored_hint(&self, counts: &super::AckCounts) -> String {
+        let answered = counts.first_answer.as_deref().map(|a| format!("it answered {a}; ")).unwrap_or_default();
+        if self.cfg.rules.judged_by_adapter() {
+            format!("{answered}the adapter's http-ingest judged that an acknowledgement, yet the reading is not stored: check the adapter's path and body against the server, and that the server stores what it accepts")
+        } else {
+            format!("{answered}the adapter has no http-ingest export, so it sends no Content-Type and any 2xx counts as acknowledged: export http-ingest and judge the answer (docs/plugin-authoring.md), and check the adapter's path")
+        }
     }
 }
 

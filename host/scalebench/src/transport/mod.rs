@@ -104,6 +104,9 @@ pub struct AckCounts {
     pub errors: u64,
     /// The first few distinct error messages.
     pub error_samples: Vec<String>,
+    /// The first answer the SUT gave that counted as an acknowledgement,
+    /// in words (HTTP: "HTTP 200: <first bytes>"), where answers have a body.
+    pub first_answer: Option<String>,
     /// Canary seq -> when its ack arrived (ms). Where an ack means stored
     /// (JetStream) this is the canary's arrival in storage; elsewhere it
     /// tells a canary the SUT never acknowledged (unknown, not lost).
@@ -112,6 +115,8 @@ pub struct AckCounts {
     pub refused_by_arrival_second: BTreeMap<i64, u64>,
     /// Messages that ended: acknowledged, refused, or failed without an answer.
     pub settled_msgs: u64,
+    /// Messages the SUT answered and refused (any payload).
+    pub refused_msgs: u64,
     /// Acknowledgement latency from intended and actual send, and the
     /// longest silence ([`crate::latency`]).
     pub latency: Recorder,
@@ -146,6 +151,7 @@ impl AckCounts {
     /// The SUT answered a message but refused it (HTTP non-2xx, an error grid).
     pub fn record_refused(&mut self, carries: Carries, t: Timing, at_ms: i64, why: String) {
         self.settled_msgs += 1;
+        self.refused_msgs += 1;
         if let Carries::Readings { n, .. } = carries {
             self.readings_rejected += n as u64;
             *self.refused_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
@@ -279,6 +285,16 @@ pub trait Carrier: Send + Sync {
     /// The broker's own counters ($SYS), where it has them.
     fn broker_counters(&self) -> Option<crate::broker_sys::BrokerSys> {
         None
+    }
+    /// Who acknowledges a reading, in the user's words ("the broker").
+    fn acknowledger(&self) -> &'static str {
+        "the transport"
+    }
+    /// What to check when an acknowledged reading never reached storage
+    /// (the one-reading check); `counts` are the check's own.
+    fn unstored_hint(&self, counts: &AckCounts) -> String {
+        let _ = counts;
+        "check that the system under test is running and writing what it acknowledges".into()
     }
 }
 

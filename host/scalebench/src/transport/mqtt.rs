@@ -295,6 +295,12 @@ impl super::Carrier for MqttCarrier {
     fn broker_counters(&self) -> Option<crate::broker_sys::BrokerSys> {
         Some(crate::broker_sys::BrokerSys::start(&self.cfg))
     }
+    fn acknowledger(&self) -> &'static str {
+        "the broker"
+    }
+    fn unstored_hint(&self, _: &super::AckCounts) -> String {
+        "mosquitto acknowledges publishes its ACL denies: check that the broker lets scalebench's account (--mqtt-user) publish on the target's topics, and that the system under test is subscribed and writing".into()
+    }
 }
 
 impl super::Transport for MqttTransport {

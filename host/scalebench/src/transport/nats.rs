@@ -243,6 +243,9 @@ impl super::Carrier for JetStreamCarrier {
     fn ack_means_stored(&self) -> bool {
         true
     }
+    fn acknowledger(&self) -> &'static str {
+        "the JetStream stream"
+    }
 }
 
 impl super::Transport for NatsTransport {

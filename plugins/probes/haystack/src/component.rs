@@ -62,6 +62,29 @@ fn last_hour(p: &Params, auth: &Option<String>) -> Option<String> {
     Some(s)
 }
 
+/// Point records with history on the server (`read point and his`), as many
+/// as the largest hisRead probe reads.
+fn server_points(p: &Params, auth: &Option<String>) -> Result<Vec<Point>, String> {
+    let mut headers = vec![
+        ("Accept".to_string(), "application/json".to_string()),
+        ("Content-Type".to_string(), "text/zinc; charset=utf-8".to_string()),
+    ];
+    if let Some(a) = auth {
+        headers.push(("Authorization".into(), a.clone()));
+    }
+    let r = http_client::send(&HttpRequest {
+        method: "POST".into(),
+        service: p.service.clone(),
+        path: format!("{}/read", p.api_path),
+        headers,
+        body: probes::find_points(p.his_read_points.max(1)).into_bytes(),
+    })?;
+    if r.status != 200 {
+        return Err(format!("read: HTTP {}", r.status));
+    }
+    probes::parse_points(&r.body)
+}
+
 struct Haystack;
 
 impl Guest for Haystack {
@@ -80,10 +103,14 @@ impl Guest for Haystack {
     fn setup(params_json: String, points: Vec<TagInfo>) -> Result<Vec<Probe>, String> {
         let p = Params::from_json(&params_json)?;
         let auth = login(&p)?;
-        let points: Vec<Point> = points
-            .into_iter()
-            .map(|t| Point { index: t.index, site: t.site, equip: t.equip, label: t.label })
-            .collect();
+        let _ = points; // the run's points are found on the server, as a user finds them
+        let points = match server_points(&p, &auth) {
+            Ok(v) => v,
+            Err(e) => {
+                logging::log(LogLevel::Warn, &format!("cannot list the server's points: {e}"));
+                Vec::new()
+            }
+        };
         let (list, notes) = probes::setup(&p, &points, last_hour(&p, &auth));
         for n in notes {
             logging::log(LogLevel::Warn, &n);

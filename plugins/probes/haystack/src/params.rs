@@ -7,7 +7,8 @@ use serde::Deserialize;
 pub struct Params {
     pub service: String,
     pub api_path: String,
-    /// Must match the adapter's `id-prefix`: the probes name the run's points by id.
+    /// Accepted for older command lines; unused: the probes find the points
+    /// through the server (`read point and his`), whatever their ids.
     pub id_prefix: String,
     /// Points read by the `his-read-<n>` probe.
     pub his_read_points: u32,
@@ -33,9 +34,9 @@ pub const SCHEMA: &str = r#"{
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "service": {"type": "string", "default": "api"},
+    "service": {"type": "string", "default": "api", "description": "stack service of the Haystack HTTP API; scalebench sets it to the target's own service when not given"},
     "api-path": {"type": "string", "default": "/api", "description": "path of the Haystack API under the service's base URL (Haxall: /api)"},
-    "id-prefix": {"type": "string", "default": "sb", "description": "the haxall adapter's id-prefix: probes name the run's points by id"},
+    "id-prefix": {"type": "string", "default": "sb", "description": "unused (the probes find the points through the server's read op); accepted for older command lines"},
     "his-read-points": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 1000, "description": "points in the his-read-<n> probe"},
     "user": {"type": "string", "default": "", "description": "SCRAM-SHA-256 user; empty without auth"},
     "password": {"type": "string", "default": "", "description": "password of user, added by the host from --credentials-file or SCALEBENCH_TARGET_PASSWORD; never give it on the command line"}

@@ -3,12 +3,11 @@
 use crate::params::Params;
 use crate::zinc;
 
+/// A point record as the server has it: its id and the equip it is on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
-    pub index: u32,
-    pub site: u32,
-    pub equip: u32,
-    pub label: String,
+    pub id: String,
+    pub equip_ref: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -32,8 +31,34 @@ pub struct Req {
 const ZINC: &str = "text/zinc";
 const JSON: &str = "application/json";
 
-pub fn point_id(p: &Params, t: &Point) -> String {
-    format!("{}.s{}.e{}.{}", p.id_prefix, t.site, t.equip, zinc::ref_safe(&t.label))
+/// The request that finds the points to read: point records with history,
+/// as a Haystack user would find them (no id scheme assumed).
+pub fn find_points(limit: u32) -> String {
+    format!("ver:\"3.0\"\nfilter,limit\n\"point and his\",{limit}\n")
+}
+
+/// A ref cell of a Haystack JSON grid, v4 (`{"_kind":"ref","val":"a.b"}`)
+/// or v3 (`"r:a.b dis"`).
+fn json_ref(v: &serde_json::Value) -> Option<String> {
+    if let Some(s) = v.as_str() {
+        let r = s.strip_prefix("r:")?;
+        return Some(r.split(' ').next().unwrap_or(r).to_string());
+    }
+    v.get("val").and_then(|x| x.as_str()).map(String::from)
+}
+
+/// Points of a `read` answer (Haystack JSON): id and equipRef of each row.
+pub fn parse_points(body: &[u8]) -> Result<Vec<Point>, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("the point read did not answer a JSON grid: {e}"))?;
+    if v["meta"].get("err").is_some() {
+        return Err(format!("the point read answered an error grid: {}", v["meta"]["dis"]));
+    }
+    let rows = v["rows"].as_array().ok_or("the point read answered a grid without rows")?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| Some(Point { id: json_ref(&r["id"])?, equip_ref: json_ref(&r["equipRef"]) }))
+        .collect())
 }
 
 fn his_read_batch(ids: &[String], range: &str) -> String {
@@ -79,8 +104,7 @@ pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<R
         },
     ];
     if let Some(first) = points.first() {
-        let ids: Vec<String> =
-            points.iter().filter(|t| t.site == first.site && t.equip == first.equip).map(|t| point_id(p, t)).collect();
+        let ids: Vec<String> = points.iter().filter(|t| t.equip_ref == first.equip_ref).map(|t| t.id.clone()).collect();
         out.push(Req {
             name: "his-read-today".into(),
             description: format!(
@@ -94,9 +118,9 @@ pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<R
         });
         let n = (p.his_read_points as usize).min(points.len());
         if n < p.his_read_points as usize {
-            notes.push(format!("his-read-{}: the run offers only {n} points", p.his_read_points));
+            notes.push(format!("his-read-{}: the server has only {n} points with history", p.his_read_points));
         }
-        let ids: Vec<String> = points[..n].iter().map(|t| point_id(p, t)).collect();
+        let ids: Vec<String> = points[..n].iter().map(|t| t.id.clone()).collect();
         let range = hour_range.unwrap_or_else(|| {
             notes.push("no serverTime in /about: his-read probe reads today instead of the last hour".into());
             "today".into()
@@ -110,7 +134,22 @@ pub fn setup(p: &Params, points: &[Point], hour_range: Option<String>) -> (Vec<R
             accept: JSON,
         });
     } else {
-        notes.push("no points offered: the hisRead probes are left out".into());
+        // The same probes whether or not the server could be asked (their
+        // names are their budgets): reads of no point, said in a note.
+        notes.push("no point records with history found on the server: the hisRead probes read no point".into());
+        for (name, range) in [
+            ("his-read-today".to_string(), "today".to_string()),
+            (format!("his-read-{}", p.his_read_points), hour_range.unwrap_or_else(|| "today".into())),
+        ] {
+            out.push(Req {
+                name,
+                description: "hisRead of no point (none found on the server)".into(),
+                method: "POST".into(),
+                path: path("hisRead"),
+                body: his_read_batch(&[], &range),
+                accept: JSON,
+            });
+        }
     }
     out.push(Req {
         name: "about".into(),
@@ -250,7 +289,32 @@ mod tests {
     use super::*;
 
     fn pts(n: u32) -> Vec<Point> {
-        (0..n).map(|i| Point { index: i, site: 0, equip: i / 4, label: format!("t{}", i % 4) }).collect()
+        (0..n)
+            .map(|i| Point { id: format!("sb.s0.e{}.t{}", i / 4, i % 4), equip_ref: Some(format!("sb.s0.e{}", i / 4)) })
+            .collect()
+    }
+
+    #[test]
+    fn finds_points_through_the_server_in_either_json_encoding() {
+        let v4 = br#"{"_kind":"grid","meta":{"ver":"3.0"},"cols":[{"name":"id"},{"name":"equipRef"}],
+            "rows":[{"id":{"_kind":"ref","val":"x.p1","dis":"P1"},"equipRef":{"_kind":"ref","val":"x.e1"}},{"id":{"_kind":"ref","val":"x.p2"}}]}"#;
+        let pts = parse_points(v4).unwrap();
+        assert_eq!(pts[0], Point { id: "x.p1".into(), equip_ref: Some("x.e1".into()) });
+        assert_eq!(pts[1], Point { id: "x.p2".into(), equip_ref: None });
+        let v3 = br#"{"meta":{"ver":"3.0"},"cols":[],"rows":[{"id":"r:my.pt Pump 1","equipRef":"r:my.eq"}]}"#;
+        assert_eq!(parse_points(v3).unwrap(), [Point { id: "my.pt".into(), equip_ref: Some("my.eq".into()) }]);
+        assert!(parse_points(br#"{"meta":{"ver":"3.0","err":"m:","dis":"s:no"},"rows":[]}"#)
+            .unwrap_err()
+            .contains("error grid"));
+        assert_eq!(find_points(1000), "ver:\"3.0\"\nfilter,limit\n\"point and his\",1000\n");
+    }
+
+    #[test]
+    fn the_same_probes_when_the_server_has_no_points() {
+        let (r, notes) = setup(&Params::default(), &[], None);
+        let names: Vec<&str> = r.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["read-point", "read-equip", "his-read-today", "his-read-1000", "about"]);
+        assert!(notes[0].contains("no point records"), "{notes:?}");
     }
 
     #[test]
