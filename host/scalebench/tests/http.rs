@@ -238,106 +238,7 @@ fn a_server_that_stops_answering_does_not_pass_at_the_default_window() {
     assert!(s["outcomes"]["unknown"].as_u64().unwrap() > 0, "{}", s["outcomes"]);
 }
 
-// ---- the template adapter, built outside the repository --------------------
-
-/// A small JSON ingest server: the API the template adapter speaks
-/// (see plugins/template-adapter/src/lib.rs), storing counts in memory.
-mod ingest_server {
-    use std::collections::{BTreeMap, BTreeSet};
-    use std::sync::{Arc, Mutex};
-
-    use axum::body::Bytes;
-    use axum::extract::State;
-    use axum::http::Uri;
-    use axum::routing::{get, post};
-    use axum::Router;
-
-    #[derive(Default)]
-    pub struct Store {
-        pub by_second: Mutex<BTreeMap<i64, u64>>,
-        pub canaries: Mutex<BTreeSet<u64>>,
-        pub points: Mutex<u64>,
-    }
-
-    type S = State<Arc<Store>>;
-
-    fn query(uri: &Uri, key: &str) -> Option<i64> {
-        uri.query()?.split('&').find_map(|kv| kv.strip_prefix(&format!("{key}=")).and_then(|v| v.parse().ok()))
-    }
-
-    async fn ingest(State(s): S, body: Bytes) -> String {
-        let v: serde_json::Value = match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(e) => return format!("{{\"error\":\"{e}\"}}"),
-        };
-        let mut m = s.by_second.lock().unwrap();
-        let rows = v.as_array().cloned().unwrap_or_default();
-        for r in &rows {
-            *m.entry(r["ts"].as_i64().unwrap().div_euclid(1000) * 1000).or_default() += 1;
-        }
-        format!("{{\"accepted\":{}}}", rows.len())
-    }
-
-    async fn topology(State(s): S, body: Bytes) -> &'static str {
-        *s.points.lock().unwrap() += body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64;
-        "{}"
-    }
-
-    async fn canary(State(s): S, body: Bytes) -> &'static str {
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        s.canaries.lock().unwrap().insert(v["seq"].as_u64().unwrap());
-        "{}"
-    }
-
-    async fn stored(State(s): S, uri: Uri) -> String {
-        let (a, b) = (query(&uri, "start").unwrap(), query(&uri, "end").unwrap());
-        let rows: Vec<String> = s.by_second.lock().unwrap().range(a..b).map(|(k, v)| format!("[{k},{v}]")).collect();
-        format!("[{}]", rows.join(","))
-    }
-
-    async fn canaries(State(s): S, uri: Uri) -> String {
-        let from = query(&uri, "from").unwrap_or(0) as u64;
-        let v: Vec<String> = s.canaries.lock().unwrap().range(from..).map(|x| x.to_string()).collect();
-        format!("[{}]", v.join(","))
-    }
-
-    /// Serve on a free loopback port in a thread of its own; the base URL.
-    pub fn start(store: Arc<Store>) -> String {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let app = Router::new()
-                    .route("/ingest", post(ingest))
-                    .route("/topology", post(topology))
-                    .route("/canary", post(canary))
-                    .route("/stored", get(stored))
-                    .route("/canaries", get(canaries))
-                    .route("/count", get(|| async { "{}" }))
-                    .with_state(store);
-                let l = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(l, app).await.unwrap();
-            });
-        });
-        url
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            if e.file_name() != "target" {
-                copy_dir(&e.path(), &to.join(e.file_name()));
-            }
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
+// ---- the adapter author's path, as the docs give it --------------------------
 
 #[test]
 fn the_template_adapter_keeps_its_own_copy_of_the_contract() {
@@ -347,57 +248,79 @@ fn the_template_adapter_keeps_its_own_copy_of_the_contract() {
     assert!(wit == copy, "plugins/template-adapter/wit/plugin.wit differs from wit/plugin.wit: copy it again");
 }
 
+/// The lines of docs/plugin-authoring.md between the author-path markers.
+fn author_path_commands(doc: &str) -> Vec<String> {
+    let block = doc
+        .split("<!-- author-path: begin -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- author-path: end -->").next())
+        .expect("docs/plugin-authoring.md marks the author's path");
+    block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("```")).map(String::from).collect()
+}
+
 #[test]
-fn the_template_adapter_copied_out_of_the_repository_builds_and_runs_a_step() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let work = tempfile::tempdir().unwrap();
-    let crate_dir = work.path().join("my-adapter");
-    copy_dir(&root.join("plugins/template-adapter"), &crate_dir);
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("template-adapter-target");
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--offline", "--release", "--target", "wasm32-wasip2"])
-        .current_dir(&crate_dir)
-        .env("CARGO_TARGET_DIR", &target)
+fn the_adapter_authors_path_in_the_docs_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/plugin-authoring.md")).unwrap();
+    let commands = author_path_commands(&doc);
+    assert!(commands.len() >= 5, "{commands:?}");
+    // A fresh home (the doc copies to ~/my-adapter) with `scalebench` on the
+    // PATH, as `cargo install --path host/scalebench` leaves it; the Rust
+    // toolchain and the crates already fetched stay the user's own.
+    let home = tempfile::tempdir().unwrap();
+    let bin_dir = home.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(bin(), bin_dir.join("scalebench")).unwrap();
+    let real_home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{real_home}/.cargo"));
+    let rustup_home = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{real_home}/.rustup"));
+    let path = format!("{}:{cargo_home}/bin:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    // One shell, so `cd` holds; each line timed.
+    let mut script = String::from("set -e\n");
+    for (i, c) in commands.iter().enumerate() {
+        script
+            .push_str(&format!("t=$(date +%s%N)\n{c}\necho \"TIMED {i} $(( ($(date +%s%N) - t) / 1000000 ))\" >&2\n"));
+    }
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(&root)
+        .env("HOME", home.path())
+        .env("PATH", path)
+        .env("CARGO_HOME", &cargo_home)
+        .env("RUSTUP_HOME", &rustup_home)
+        .env("CARGO_NET_OFFLINE", "true")
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .env_remove("CARGO_TARGET_DIR")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()
         .unwrap();
-    assert!(out.status.success(), "building the copied template failed:\n{}", stderr(&out));
-    let wasm = target.join("wasm32-wasip2/release/template_adapter.wasm");
-
-    let store = std::sync::Arc::new(ingest_server::Store::default());
-    let url = ingest_server::start(store.clone());
-    let service = format!("ingest={url}");
-    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let args = crate::ladder::ladder_args(
-        dir.path(),
-        &[
-            "--target",
-            wasm.to_str().unwrap(),
-            "--stack",
-            "external",
-            "--service",
-            service.as_str(),
-            "--probes",
-            "none",
-            "--soak",
-            "6s",
-        ],
-    );
-    let out = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
-    let run = Run { out, dir };
-    assert!(run.out.status.success(), "{}", stderr(&run.out));
-    let r = run.result();
+    let err = stderr(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the author's path failed:\n{err}\n{stdout}");
+    for line in err.lines().filter_map(|l| l.strip_prefix("TIMED ")) {
+        let (i, ms) = line.split_once(' ').unwrap();
+        eprintln!("author's path: {:>7} ms  {}", ms, commands[i.parse::<usize>().unwrap()]);
+    }
+    assert!(!stdout.contains("warning:"), "the template has http-ingest: {stdout}");
+    // The step passed against the local Haystack test server, with the
+    // haystack probes on the target's own service and no --probe-params.
+    let results = home.path().join("my-adapter/results");
+    let file = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
+        .expect("a result file");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     let s = step0(&r);
-    // An external stack's processes are not scalebench's: restarts are
-    // unmeasured, so the step is inconclusive for that reason alone.
-    let why: Vec<&str> = s["reasons"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
-    assert!(why.iter().all(|r| r.starts_with("not measured: restarts")), "{}\n{}", reasons(s), stderr(&run.out));
-    assert!(s["ingest"]["acked"].as_u64().unwrap() >= 200 * 7);
+    assert_eq!((s["points"].as_u64(), s["status"].as_str()), (Some(1000), Some("pass")), "{}", reasons(s));
+    assert_eq!(r["probes"], "haystack");
+    let probes = s["probes"].as_array().unwrap();
+    assert!(probes.iter().all(|p| p["ok"] == true), "{}", s["probes"]);
+    let his = probes.iter().find(|p| p["name"] == "his-read-1000").expect("the hisRead probe");
+    assert!(his["rows"].as_u64().unwrap() > 0, "the probes found the run's points through the server: {his}");
     assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
-    assert_eq!(s["lag"]["lost"], 0);
-    assert_eq!(*store.points.lock().unwrap(), 200);
 }
 
 #[test]
@@ -696,4 +619,19 @@ fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
     let url = text.split("Haystack test server at ").nth(1).and_then(|r| r.split(',').next()).expect("server url");
     let addr = url.trim_start_matches("http://");
     assert!(std::net::TcpStream::connect(addr).is_err(), "the bench's server at {addr} still answers");
+}
+
+#[test]
+fn a_wrong_path_is_refused_before_step_1_leading_with_the_servers_status() {
+    // An adapter whose messages go to a path the Haystack test server does
+    // not serve: the one-reading check speaks HTTP, not MQTT.
+    let adapter = bad_plugin("judged-http");
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let args = crate::ladder::ladder_args(dir.path(), &["--target", adapter.to_str().unwrap(), "--probes", "none"]);
+    let out = Command::new(bin()).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+    let e = stderr(&out);
+    assert!(!out.status.success(), "{e}");
+    assert!(e.contains("the server refused the one reading (canary 0 to api /api/nowhere): HTTP 404"), "{e}");
+    assert!(!e.contains("broker") && !e.contains("mosquitto"), "no broker on an HTTP path: {e}");
 }

@@ -210,6 +210,10 @@ impl AckCounts {
             *self.refused_by_arrival_second.entry(*s).or_default() += n;
         }
         self.settled_msgs += o.settled_msgs;
+        self.refused_msgs += o.refused_msgs;
+        if self.first_answer.is_none() {
+            self.first_answer.clone_from(&o.first_answer);
+        }
         self.latency.merge(&o.latency);
         for e in &o.error_samples {
             if self.error_samples.len() < 5 && !self.error_samples.contains(e) {

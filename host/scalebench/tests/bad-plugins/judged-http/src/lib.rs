@@ -1,6 +1,8 @@
-//! Test plugin: the odd target again, built with the SDK's `http-ingest`
-//! export beside its target adapter (world `target-adapter-http-plugin`
-//! from two export macros): the host must find the export and not warn.
+//! Test plugin: an HTTP adapter built with the SDK's `http-ingest` export
+//! beside its target adapter (world `target-adapter-http-plugin` from two
+//! export macros): the host must find the export and not warn. Its path is
+//! wrong on purpose (`/api/nowhere`): the one-reading check must lead with
+//! the server's refusal and status.
 use scalebench_plugin_sdk::target_adapter::exports::scalebench::plugin::target_adapter::{EncodedBatch, Guest, Message, Plan, StoragePlan, TransportPlan};
 use scalebench_plugin_sdk::target_adapter::scalebench::plugin::types::{PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window};
 
@@ -31,12 +33,10 @@ impl Guest for Odd {
         }
     }
     fn configure(_p: String) -> Result<Plan, String> {
-        // HTTP ingest counted in a SQL store no built-in stack has beside an
-        // HTTP server: the run must name the missing service.
-        Ok(Plan { transport: TransportPlan::Http, storage: StoragePlan::Sql("timescale".into()), services: vec!["haystack".into(), "timescale".into()] })
+        Ok(Plan { transport: TransportPlan::Http, storage: StoragePlan::Http("api".into()), services: vec!["api".into()] })
     }
     fn addresses(points: Vec<TagInfo>) -> Vec<String> {
-        points.iter().map(|_| "haystack /api/hisWrite".to_string()).collect()
+        points.iter().map(|_| "api /api/nowhere".to_string()).collect()
     }
     fn topology(_points: Vec<TagInfo>) -> Vec<Message> {
         Vec::new()
@@ -45,7 +45,7 @@ impl Guest for Odd {
         EncodedBatch { address_of: vec![], ends: vec![], payload: vec![], carries: vec![batch.points.len() as u32; 0] }
     }
     fn canary(seq: u64, _ts_ms: i64) -> Message {
-        Message { address: "haystack /api/canary".into(), payload: seq.to_string().into_bytes() }
+        Message { address: "api /api/nowhere".into(), payload: seq.to_string().into_bytes() }
     }
     fn preflight() -> Result<(), String> {
         Ok(())
