@@ -732,20 +732,6 @@ fn numeric_text(raw: &[u8]) -> Result<String, String> {
     Ok(s)
 }
 
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 /// Days between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
 const PG_EPOCH_DAYS: i64 = 10_957;
 
@@ -770,7 +756,7 @@ pub fn timestamp_text(us: i64, utc: bool) -> String {
     let micros = us.rem_euclid(1_000_000);
     let days = secs.div_euclid(86_400) + PG_EPOCH_DAYS;
     let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = crate::clock::civil_from_days(days);
     let mut frac = String::new();
     if micros != 0 {
         frac = format!(".{micros:06}");
@@ -791,7 +777,7 @@ pub fn date_text(days: i32) -> String {
         i32::MAX => "infinity".into(),
         i32::MIN => "-infinity".into(),
         _ => {
-            let (y, m, d) = civil_from_days(days as i64 + PG_EPOCH_DAYS);
+            let (y, m, d) = crate::clock::civil_from_days(days as i64 + PG_EPOCH_DAYS);
             match year_text(y).split_once(' ') {
                 Some((yy, bc)) => format!("{yy}-{m:02}-{d:02} {bc}"),
                 None => format!("{}-{m:02}-{d:02}", year_text(y)),

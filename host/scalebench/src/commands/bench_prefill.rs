@@ -118,7 +118,7 @@ fn bench(
                         w,
                         "{},{},{}",
                         keys[p],
-                        crate::results::format_utc(ts).replace('T', " ").replace('Z', "+00"),
+                        crate::clock::format_utc(ts).replace('T', " ").replace('Z', "+00"),
                         ryu.format(v)
                     );
                 }

@@ -608,7 +608,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 fn utc_now() -> String {
     let ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    crate::results::format_utc(ms)
+    crate::clock::format_utc(ms)
 }
 
 /// A token for subjects and stream names: the run id's digits plus the pid.
