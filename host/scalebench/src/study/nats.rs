@@ -43,6 +43,7 @@ use local_stack::nats::{NatsCluster, NatsOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::UsageError;
+use crate::clock::utc_now;
 use crate::results::Hardware;
 
 use super::report;
@@ -603,12 +604,6 @@ fn store_parent() -> PathBuf {
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     crate::atomic_file::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
-}
-
-fn utc_now() -> String {
-    let ms =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    crate::clock::format_utc(ms)
 }
 
 /// A token for subjects and stream names: the run id's digits plus the pid.

@@ -15,25 +15,13 @@ pub const SUPPORTED: &str = "supported";
 pub const NOT_SUPPORTED: &str = "not supported";
 pub const NOT_TESTED: &str = "not tested";
 
-/// `12,345` (rounded).
-pub fn thousands(v: f64) -> String {
+/// `12,345` (rounded): [`crate::format::whole`], with the study's "n/a"
+/// for a value that is not finite.
+pub fn count(v: f64) -> String {
     if !v.is_finite() {
         return "n/a".into();
     }
-    let n = v.round() as i128;
-    let s = n.abs().to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
+    crate::format::whole(v)
 }
 
 fn ms(v: f64) -> String {
@@ -102,9 +90,9 @@ pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
                 format!(
                     "{}: {} msgs/s sent vs {}: {} acked writes/s = {ratio:.1}x",
                     c.name,
-                    thousands(c.pub_msgs_per_s),
+                    count(c.pub_msgs_per_s),
                     j.name,
-                    thousands(j.pub_msgs_per_s)
+                    count(j.pub_msgs_per_s)
                 ),
             )
         }
@@ -148,9 +136,9 @@ pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
                 format!(
                     "{}: {} vs {}: {} acked writes/s = {ratio:.2}x: {reading}{why}",
                     one.name,
-                    thousands(one.pub_msgs_per_s),
+                    count(one.pub_msgs_per_s),
                     four.name,
-                    thousands(four.pub_msgs_per_s)
+                    count(four.pub_msgs_per_s)
                 ),
             )
         }
@@ -173,9 +161,9 @@ pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
                 ev.push(format!(
                     "{} {} vs {} {} ({ratio:.2}x)",
                     better.name,
-                    thousands(better.pub_msgs_per_s),
+                    count(better.pub_msgs_per_s),
                     worse.name,
-                    thousands(worse.pub_msgs_per_s)
+                    count(worse.pub_msgs_per_s)
                 ));
             }
             h(id, statement, if all { SUPPORTED } else { NOT_SUPPORTED }, format!("acked writes/s: {}", ev.join("; ")))
@@ -434,15 +422,12 @@ pub fn markdown(res: &StudyResult) -> String {
     let _ = writeln!(m, "| Host load before | `{}` |", res.host_before.loadavg);
     let _ = writeln!(m, "| Host load after | `{}` |", res.host_after.loadavg);
     if let Some(c) = core1 {
-        let _ = writeln!(m, "| Core 1p1s 128 B publish | {} msgs/s sent |", thousands(c.pub_msgs_per_s));
+        let _ = writeln!(m, "| Core 1p1s 128 B publish | {} msgs/s sent |", count(c.pub_msgs_per_s));
     }
     match js_r3_1 {
         Some(j) => {
-            let _ = writeln!(
-                m,
-                "| JetStream file r=3, 1p, 128 B, async | {} acked writes/s |",
-                thousands(j.pub_msgs_per_s)
-            );
+            let _ =
+                writeln!(m, "| JetStream file r=3, 1p, 128 B, async | {} acked writes/s |", count(j.pub_msgs_per_s));
         }
         None => {
             let _ = writeln!(m, "| JetStream file r=3 | not run (replicas=3 needs 3 nodes) |");
@@ -455,7 +440,7 @@ pub fn markdown(res: &StudyResult) -> String {
             j.storage.as_deref().unwrap_or(""),
             j.replicas.unwrap_or(0),
             j.payload_bytes,
-            thousands(j.pub_msgs_per_s)
+            count(j.pub_msgs_per_s)
         );
     }
     if let Some(p) = ping {
@@ -550,8 +535,8 @@ pub fn markdown(res: &StudyResult) -> String {
                         s.server_name,
                         s.connections,
                         s.routes,
-                        thousands(s.in_msgs as f64),
-                        thousands(s.out_msgs as f64),
+                        count(s.in_msgs as f64),
+                        count(s.out_msgs as f64),
                         s.slow_consumers,
                         s.cpu,
                         s.mem_bytes as f64 / 1048576.0,
@@ -593,14 +578,14 @@ pub fn markdown(res: &StudyResult) -> String {
             r.publishers,
             r.subscribers,
             r.payload_bytes,
-            thousands(r.published as f64),
-            thousands(r.pub_msgs_per_s),
+            count(r.published as f64),
+            count(r.pub_msgs_per_s),
             r.pub_mib_per_s,
-            thousands(r.delivered as f64),
-            thousands(r.expected_deliveries as f64),
-            opt(r.sub_msgs_per_s, thousands),
+            count(r.delivered as f64),
+            count(r.expected_deliveries as f64),
+            opt(r.sub_msgs_per_s, count),
             opt(r.sub_mib_per_s, |v| format!("{v:.2}")),
-            opt(r.aggregate_msgs_per_s, thousands),
+            opt(r.aggregate_msgs_per_s, count),
             row_note(r)
         );
     }
@@ -631,7 +616,7 @@ pub fn markdown(res: &StudyResult) -> String {
         } else {
             let lo = r.per_publisher_msgs_per_s.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.per_publisher_msgs_per_s.iter().copied().fold(0.0, f64::max);
-            format!("{} / {}", thousands(lo), thousands(hi))
+            format!("{} / {}", count(lo), count(hi))
         };
         let _ = writeln!(
             m,
@@ -642,9 +627,9 @@ pub fn markdown(res: &StudyResult) -> String {
             r.publishers,
             r.payload_bytes,
             r.publish,
-            thousands(r.published as f64),
-            r.stored.map(|s| thousands(s as f64)).unwrap_or_else(|| "?".into()),
-            thousands(r.pub_msgs_per_s),
+            count(r.published as f64),
+            r.stored.map(|s| count(s as f64)).unwrap_or_else(|| "?".into()),
+            count(r.pub_msgs_per_s),
             r.pub_mib_per_s,
             spread,
             r.errors,
@@ -732,7 +717,7 @@ pub fn markdown(res: &StudyResult) -> String {
         .chain(res.plan.floods.iter().map(|f| f.messages))
         .collect::<std::collections::BTreeSet<u64>>()
         .into_iter()
-        .map(|n| thousands(n as f64))
+        .map(|n| count(n as f64))
         .collect();
     let _ = writeln!(m, "| Messages per row | {} |", counts.join(", "));
     let _ = writeln!(m, "| Delay mode | ping ({} round trips) vs flood (burst, then drain) |\n", res.plan.ping_count);
@@ -1085,9 +1070,10 @@ mod tests {
 
     #[test]
     fn thousands_groups_digits() {
-        assert_eq!(thousands(0.0), "0");
-        assert_eq!(thousands(999.4), "999");
-        assert_eq!(thousands(1_760_599.0), "1,760,599");
-        assert_eq!(thousands(-12_345.0), "-12,345");
+        assert_eq!(count(0.0), "0");
+        assert_eq!(count(999.4), "999");
+        assert_eq!(count(1_760_599.0), "1,760,599");
+        assert_eq!(count(-12_345.0), "-12,345");
+        assert_eq!(count(f64::NAN), "n/a");
     }
 }
