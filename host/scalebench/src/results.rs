@@ -481,30 +481,9 @@ impl RunResult {
     }
 }
 
-/// `2026-11-30T14:00:00.123Z` from milliseconds since the Unix epoch.
-pub fn format_utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
-}
-
 /// A run id: UTC time, `20261130T140000Z`.
 pub fn run_id_now() -> String {
-    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let s = format_utc(ms);
+    let s = crate::clock::utc_now();
     format!("{}{}{}T{}{}{}Z", &s[0..4], &s[5..7], &s[8..10], &s[11..13], &s[14..16], &s[17..19])
 }
 
@@ -532,12 +511,5 @@ mod tests {
         let b = super::fresh_run_id(dir.path(), "-prefill.json");
         assert_ne!(a, b);
         assert!(!dir.path().join(format!("{b}-prefill.json")).exists());
-    }
-
-    #[test]
-    fn formats_utc() {
-        assert_eq!(super::format_utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::format_utc(1_796_047_200_123), "2026-11-30T14:00:00.123Z");
-        assert_eq!(super::format_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }

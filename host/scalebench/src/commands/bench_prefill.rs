@@ -10,12 +10,9 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 
-use crate::cli::{PluginOptions, PrefillBenchArgs, UsageError};
+use super::usage;
+use crate::cli::{PluginOptions, PrefillBenchArgs};
 use crate::prefill;
-
-fn usage(e: String) -> anyhow::Error {
-    UsageError(e).into()
-}
 
 fn psql_bin() -> std::path::PathBuf {
     let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
@@ -118,7 +115,7 @@ fn bench(
                         w,
                         "{},{},{}",
                         keys[p],
-                        crate::results::format_utc(ts).replace('T', " ").replace('Z', "+00"),
+                        crate::clock::format_utc(ts).replace('T', " ").replace('Z', "+00"),
                         ryu.format(v)
                     );
                 }

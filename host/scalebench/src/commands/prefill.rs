@@ -10,13 +10,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use local_stack::{LocalStack, StackOptions};
 
-use crate::cli::{PluginOptions, PrefillArgs, StackKind, UsageError};
+use super::usage;
+use crate::cli::{PluginOptions, PrefillArgs, StackKind};
 use crate::prefill::{self, Destination, Progress, Report, Spec};
 use crate::services::{Scoped, StackServices};
-
-fn usage(e: String) -> anyhow::Error {
-    UsageError(e).into()
-}
 
 /// Ctrl-C stopped a prefill between chunks (exit status 130).
 #[derive(Debug, thiserror::Error)]

@@ -9,12 +9,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::cli::{PluginOptions, StorageArgs, UsageError};
+use super::usage;
+use crate::cli::{PluginOptions, StorageArgs};
 use crate::storage_cost::{self, Readings, StoreResult};
-
-fn usage(e: String) -> anyhow::Error {
-    UsageError(e).into()
-}
 
 /// The readings of `model` over the window, point keys from the adapter when there is one.
 fn generate(

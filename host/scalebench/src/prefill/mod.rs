@@ -125,7 +125,7 @@ pub fn window(spec: &Spec, now_ms: i64) -> (i64, i64, u64) {
 }
 
 fn ms_to_utc(ms: i64) -> String {
-    crate::results::format_utc(ms)
+    crate::clock::format_utc(ms)
 }
 
 /// Progress shared with the caller's bar.
