@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::cli::UsageError;
+use crate::error::UsageError;
 
 /// The `source` of a budget that does not name one.
 pub const PROVISIONAL: &str = "provisional";

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use plugin_runtime::{Limits, Plugin, Runtime};
 
-use crate::cli::{PluginOptions, UsageError};
+use crate::error::UsageError;
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
@@ -22,11 +22,21 @@ pub fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
     builtin().iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
 }
 
-pub fn runtime(opts: &PluginOptions) -> anyhow::Result<Runtime> {
+/// What every plugin instance may use, and where compiled plugins are cached.
+#[derive(Debug, Clone)]
+pub struct PluginLimits {
+    pub call_timeout_ms: u64,
+    pub memory_mb: u64,
+    pub call_data_mb: u64,
+    /// None: $XDG_CACHE_HOME/scalebench/wasm.
+    pub cache_dir: Option<std::path::PathBuf>,
+}
+
+pub fn runtime(opts: &PluginLimits) -> anyhow::Result<Runtime> {
     let limits = Limits {
-        call_timeout: Duration::from_millis(opts.plugin_timeout_ms.max(1)),
-        memory_bytes: opts.plugin_memory_mb.max(1) << 20,
-        call_data_bytes: opts.plugin_call_data_mb.max(1) << 20,
+        call_timeout: Duration::from_millis(opts.call_timeout_ms.max(1)),
+        memory_bytes: opts.memory_mb.max(1) << 20,
+        call_data_bytes: opts.call_data_mb.max(1) << 20,
     };
     let rt = match &opts.cache_dir {
         Some(dir) => Runtime::with_cache_dir(limits, Some(dir.clone())),
@@ -59,7 +69,7 @@ pub fn load(rt: &Runtime, spec: &str) -> anyhow::Result<Plugin> {
 pub fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
     match e {
         plugin_runtime::PluginError::Returned { ref call, .. } if call == "configure" || call == "setup" => {
-            crate::cli::UsageError(format!(
+            crate::error::UsageError(format!(
                 "{e}\nhint: see the params schema with `scalebench plugins inspect <plugin>`"
             ))
             .into()

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub use crate::error::{Interrupted, UsageError};
+pub use crate::output::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -28,6 +30,18 @@ pub struct PluginOptions {
     /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/scalebench/wasm).
     #[arg(long, global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+}
+
+impl PluginOptions {
+    /// The limits the catalog starts plugin runtimes with.
+    pub fn limits(&self) -> crate::catalog::PluginLimits {
+        crate::catalog::PluginLimits {
+            call_timeout_ms: self.plugin_timeout_ms,
+            memory_mb: self.plugin_memory_mb,
+            call_data_mb: self.plugin_call_data_mb,
+            cache_dir: self.cache_dir.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -557,17 +571,6 @@ pub struct RunArgs {
     pub kill_nats_node_after: Option<String>,
 }
 
-/// The user pressed Ctrl-C (exit status 130).
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted; the steps measured so far are in the result file")]
-pub struct Interrupted;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Csv,
-    Jsonl,
-}
-
 #[derive(Debug, Args)]
 pub struct GenArgs {
     /// Value model: a built-in name (see `scalebench plugins list`) or a path to a .wasm.
@@ -625,8 +628,3 @@ pub enum PluginsCommand {
     /// copy into an adapter built outside this repository.
     Wit,
 }
-
-/// Bad input from the user (exit status 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);

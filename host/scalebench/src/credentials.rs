@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::cli::UsageError;
+use crate::error::UsageError;
 
 /// The environment variable that can hold the password.
 pub const ENV: &str = "SCALEBENCH_TARGET_PASSWORD";

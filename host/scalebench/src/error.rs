@@ -40,3 +40,42 @@ pub enum Error {
     )]
     UnsupportedPlan { target: String, what: String },
 }
+
+/// Bad input from the user (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The user pressed Ctrl-C (exit status 130).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted; the steps measured so far are in the result file")]
+pub struct Interrupted;
+
+/// Ctrl-C stopped a prefill between chunks (exit status 130).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted: {written} of {total} rows of this prefill are written; run the same command again to resume where it stopped")]
+pub struct PrefillInterrupted {
+    pub written: u64,
+    pub total: u64,
+}
+
+/// A usage error (exit status 2) from a message in the user's words.
+pub fn usage(msg: String) -> anyhow::Error {
+    UsageError(msg).into()
+}
+
+/// Exit status for an error: 2 for bad input, 130 for Ctrl-C, 1 otherwise.
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    if err.downcast_ref::<UsageError>().is_some()
+        || matches!(
+            err.downcast_ref::<Error>(),
+            Some(Error::Budgets { .. } | Error::LivePort { .. } | Error::LiveName { .. })
+        )
+    {
+        2
+    } else if err.downcast_ref::<Interrupted>().is_some() || err.downcast_ref::<PrefillInterrupted>().is_some() {
+        130
+    } else {
+        1
+    }
+}

@@ -78,20 +78,4 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Exit status for an error: 2 for bad input, 1 otherwise.
-pub fn exit_code(err: &anyhow::Error) -> i32 {
-    if err.downcast_ref::<cli::UsageError>().is_some()
-        || matches!(
-            err.downcast_ref::<error::Error>(),
-            Some(error::Error::Budgets { .. } | error::Error::LivePort { .. } | error::Error::LiveName { .. })
-        )
-    {
-        2
-    } else if err.downcast_ref::<cli::Interrupted>().is_some()
-        || err.downcast_ref::<commands::prefill::PrefillInterrupted>().is_some()
-    {
-        130
-    } else {
-        1
-    }
-}
+pub use error::exit_code;

@@ -4,8 +4,6 @@
 
 use std::io::Write;
 
-use crate::cli::Format;
-
 pub struct ReadingWriter<W: Write> {
     out: W,
     format: Format,
@@ -78,4 +76,11 @@ impl<W: Write> ReadingWriter<W> {
         self.buf.clear();
         n
     }
+}
+
+/// How `gen` writes readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Csv,
+    Jsonl,
 }

@@ -204,7 +204,7 @@ fn generator_arm(
 ) -> anyhow::Result<(Arm, Vec<u8>)> {
     let ArmShape { stall, record_latency } = shape;
     let seconds = args.seconds.max(1.0);
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
     model.configure("{}")?;
     let period = model.sample_period_ms()?;
@@ -462,7 +462,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
     let url = cluster.client_urls().join(",");
     eprintln!("bench nats: one local nats-server ({url}), file storage r=1, {seconds} s per arm");
 
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
     model.configure("{}")?;
     let period = model.sample_period_ms()?;

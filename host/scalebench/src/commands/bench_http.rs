@@ -43,7 +43,7 @@ impl Drop for Server {
 fn start_server() -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let ready = dir.path().join("ready");
-    let port = crate::stack::start::free_port(28_100)?;
+    let port = crate::commands::stack_start::free_port(28_100)?;
     let child = Command::new(std::env::current_exe()?)
         .args(["haystack-testserver", "--bind", "127.0.0.1", "--port", &port.to_string(), "--ready-file"])
         .arg(&ready)
@@ -80,7 +80,7 @@ fn bodies(
     points: u32,
     server_url: &str,
 ) -> anyhow::Result<(Bodies, plugin_runtime::TargetAdapter)> {
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, "plant-shaped")?)?;
     model.configure("{}").map_err(crate::catalog::user_error)?;
     let params = format!(r#"{{"his-write-batch":{}}}"#, args.batch.max(1));

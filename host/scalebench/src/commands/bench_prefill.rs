@@ -84,7 +84,7 @@ fn bench(
 
     // The same rows as CSV, for psql.
     let csv = dir.join("rows.csv");
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
     model.configure("{}").map_err(super::gen::user_error)?;
     let mut adapter = plugin_runtime::TargetAdapter::instantiate(

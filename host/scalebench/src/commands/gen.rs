@@ -20,7 +20,7 @@ pub use crate::catalog::user_error;
 
 /// Load and configure a value model.
 pub fn open_model(opts: &PluginOptions, spec: &str, params: &str) -> anyhow::Result<ValueModel> {
-    let rt = catalog::runtime(opts)?;
+    let rt = catalog::runtime(&opts.limits())?;
     let plugin = catalog::load(&rt, spec)?;
     let mut model = ValueModel::instantiate(&rt, &plugin)?;
     model.configure(params).map_err(user_error)?;

@@ -14,14 +14,8 @@ pub mod report;
 pub mod report_bench;
 pub mod run;
 pub mod stack;
+pub mod stack_start;
 pub mod storage;
 pub mod table;
 
-/// Bad input from the user as an error the top turns into exit status 2.
-///
-/// Here rather than in `error.rs` because [`crate::cli::UsageError`] still
-/// lives in `cli.rs`, and `error.rs` must not import the CLI; when the type
-/// moves to `error.rs`, this function moves with it.
-pub fn usage(msg: String) -> anyhow::Error {
-    crate::cli::UsageError(msg).into()
-}
+pub use crate::error::usage;

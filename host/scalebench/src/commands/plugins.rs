@@ -14,7 +14,7 @@ pub fn run(opts: &PluginOptions, args: PluginsArgs) -> anyhow::Result<()> {
         print!("{CONTRACT}");
         return Ok(());
     }
-    let rt = catalog::runtime(opts)?;
+    let rt = catalog::runtime(&opts.limits())?;
     match args.command {
         PluginsCommand::Wit => unreachable!("printed above"),
         PluginsCommand::List => {

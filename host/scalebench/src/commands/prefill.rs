@@ -15,13 +15,7 @@ use crate::cli::{PluginOptions, PrefillArgs, StackKind};
 use crate::prefill::{self, Destination, Progress, Report, Spec};
 use crate::services::{Scoped, StackServices};
 
-/// Ctrl-C stopped a prefill between chunks (exit status 130).
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted: {written} of {total} rows of this prefill are written; run the same command again to resume where it stopped")]
-pub struct PrefillInterrupted {
-    pub written: u64,
-    pub total: u64,
-}
+pub use crate::error::PrefillInterrupted;
 
 static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
 
@@ -95,7 +89,7 @@ pub fn prefill_with(
     services: &Arc<StackServices>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Report> {
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = plugin_runtime::ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &spec.model_name)?)?;
     model.configure(&spec.model_params).map_err(super::gen::user_error)?;
     let target = crate::catalog::load(&rt, &spec.target_name)?;
@@ -155,7 +149,7 @@ pub fn prefill_with(
 
 /// Does the target take readings over HTTP (a Haystack server)?
 fn takes_http(opts: &PluginOptions, target: &str, params: &str) -> anyhow::Result<bool> {
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let mut a = plugin_runtime::TargetAdapter::instantiate(
         &rt,
         &crate::catalog::load(&rt, target)?,

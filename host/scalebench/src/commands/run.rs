@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::budgets::Budgets;
-use crate::cli::{PluginOptions, RunArgs, StackKind, UsageError};
+use crate::cli::{PluginOptions, RunArgs, StackKind};
 use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
 use crate::stack::{self, ServiceKind, StackDriver};
@@ -69,9 +69,7 @@ pub fn default_steps(nproc: usize) -> Vec<u64> {
     s
 }
 
-fn usage(e: String) -> anyhow::Error {
-    UsageError(e).into()
-}
+use crate::error::usage;
 
 /// `--kill SERVICE:DURATION`, `--freeze SERVICE:AFTER:FOR` and the named crash flags.
 fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
@@ -289,7 +287,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             )));
         }
     }
-    let plugin_rt = crate::catalog::runtime(opts)?;
+    let plugin_rt = crate::catalog::runtime(&opts.limits())?;
     // Fail on bad plugins before starting any process.
     for spec in [&cfg.model, &cfg.target].into_iter().chain(cfg.probes.as_ref()) {
         crate::catalog::load(&plugin_rt, spec)?;
@@ -343,7 +341,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 }
             });
         }
-        let mut stack: Box<dyn StackDriver> = crate::stack::start::start(&args, &plan, &cfg.target, &run_id).await?;
+        let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(&args, &plan, &cfg.target, &run_id).await?;
         let endpoints = stack.services();
         let services = Arc::new(StackServices::new(
             endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).map(|e| (e.name.clone(), e.address.clone())).collect(),

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::cli::{PluginOptions, StackArgs, StackCommand, StackKind, UsageError};
+use crate::commands::stack_start::{compose_file_for, parse_cap, port_env};
 use crate::stack::docker::{self, DockerOptions, DockerStack};
-use crate::stack::start::{compose_file_for, parse_cap, port_env};
 use crate::stack::StackDriver;
 
 fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions, String)> {
@@ -17,7 +17,7 @@ fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions
         )
         .into());
     }
-    let rt = crate::catalog::runtime(opts)?;
+    let rt = crate::catalog::runtime(&opts.limits())?;
     let plugin = crate::catalog::load(&rt, &a.target)?;
     let mut adapter = plugin_runtime::TargetAdapter::instantiate(&rt, &plugin, Arc::new(plugin_runtime::NoServices))?;
     let plan = adapter.configure(&a.target_params).map_err(crate::catalog::user_error)?;

@@ -29,7 +29,7 @@ fn generate(
     let tags = m.tags(seed, 0, points)?;
     let keys = match target {
         Some((t, params)) => {
-            let rt = crate::catalog::runtime(opts)?;
+            let rt = crate::catalog::runtime(&opts.limits())?;
             let mut a = plugin_runtime::TargetAdapter::instantiate(
                 &rt,
                 &crate::catalog::load(&rt, t)?,
@@ -97,7 +97,7 @@ fn measure_target(
             &services,
             Arc::new(AtomicBool::new(false)),
         )?;
-        let rt = crate::catalog::runtime(opts)?;
+        let rt = crate::catalog::runtime(&opts.limits())?;
         let mut a = plugin_runtime::TargetAdapter::instantiate(
             &rt,
             &crate::catalog::load(&rt, &args.target)?,

@@ -14,7 +14,6 @@ pub mod compose;
 pub mod docker;
 pub mod external;
 pub mod local;
-pub mod start;
 pub mod watch;
 
 use std::collections::BTreeMap;

@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context as _};
 use local_stack::nats::{NatsCluster, NatsOptions};
 
-use crate::cli::UsageError;
 use crate::clock::utc_now;
+use crate::error::UsageError;
 
 use super::report;
 
@@ -279,7 +279,7 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     write_atomic(&out_dir.join("report.md"), report::markdown(&result).as_bytes())?;
     eprintln!("study nats: {} in {:.1} s", result.ended_because, result.wall_seconds);
     if interrupted {
-        return Err(crate::cli::Interrupted.into());
+        return Err(crate::error::Interrupted.into());
     }
     if let Some(e) = collected.fatal {
         return Err(anyhow!("the study stopped early ({e}); what was measured is in {}", out_dir.display()));

@@ -1,5 +1,7 @@
 //! Choosing and starting the stack of a run from `--stack` and the target's
-//! plan: the one place that knows every driver.
+//! plan: the one place that knows every driver. It reads the run's command
+//! line (`RunArgs`), so it lives with the commands; the drivers it starts
+//! (`crate::stack`) know nothing of the CLI.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,14 +11,12 @@ use anyhow::Context as _;
 use local_stack::{LocalStack, StackOptions};
 use plugin_runtime::adapter_types::{Plan, TransportPlan};
 
-use super::docker::{DockerOptions, DockerStack};
-use super::external::External;
-use super::{Endpoint, ServiceKind, StackDriver};
-use crate::cli::{RunArgs, StackKind, UsageError};
+use crate::cli::{RunArgs, StackKind};
+use crate::stack::docker::{DockerOptions, DockerStack};
+use crate::stack::external::External;
+use crate::stack::{Endpoint, ServiceKind, StackDriver};
 
-fn usage(e: String) -> anyhow::Error {
-    UsageError(e).into()
-}
+use crate::error::usage;
 
 /// Where the built-in compose files are: $SCALEBENCH_COMPOSE_DIR, ./compose,
 /// or the checkout this binary was built from.
@@ -81,7 +81,7 @@ pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String
         .next()
         .filter(|m| !m.is_empty())
         .map(|m| {
-            super::compose::parse_bytes(m)
+            crate::stack::compose::parse_bytes(m)
                 .ok_or_else(|| format!("--cap {s}: `{m}` is not a memory size (e.g. 512m, 6g)"))
         })
         .transpose()?;
@@ -190,7 +190,7 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
         StackKind::External => {
             let mut endpoints = Vec::new();
             if let Some(u) = &args.mqtt_url {
-                super::parse_mqtt_url(u).map_err(usage)?;
+                crate::stack::parse_mqtt_url(u).map_err(usage)?;
                 endpoints.push(Endpoint { name: "broker".into(), kind: ServiceKind::Mqtt, address: u.clone() });
             }
             if let Some(pg) = &args.pg_url {
@@ -200,10 +200,10 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
                 endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
             }
             for s in &args.service {
-                let (name, url) = super::parse_service(s).map_err(usage)?;
+                let (name, url) = crate::stack::parse_service(s).map_err(usage)?;
                 endpoints.push(Endpoint { name, kind: ServiceKind::Http, address: url });
             }
-            let watchers = super::watch::Watchers::start(&args.watch).await.map_err(usage)?;
+            let watchers = crate::stack::watch::Watchers::start(&args.watch).await.map_err(usage)?;
             let ext = External { endpoints, watchers };
             // Ask only for what the target's plan names.
             let missing: Vec<String> =
@@ -227,7 +227,7 @@ fn start_haystack(
     plan: &Plan,
     target: &str,
     run_dir: &Path,
-) -> anyhow::Result<super::local::LocalHaystack> {
+) -> anyhow::Result<crate::stack::local::LocalHaystack> {
     let service = match &plan.storage {
         plugin_runtime::adapter_types::StoragePlan::Http(s) => s.clone(),
         _ => plan.services.first().cloned().unwrap_or_else(|| "api".into()),
@@ -261,7 +261,7 @@ fn start_haystack(
     );
     let server = tokio::task::block_in_place(|| local_stack::haystack::HaystackServer::start(opts))
         .context("cannot start the local Haystack server")?;
-    Ok(super::local::LocalHaystack { server, service })
+    Ok(crate::stack::local::LocalHaystack { server, service })
 }
 
 /// Write a secret to a file only its owner can read.
