@@ -40,7 +40,6 @@ pub mod report;
 pub mod results;
 pub mod services;
 pub mod stack;
-pub mod step;
 pub mod storage;
 pub mod storage_cost;
 pub mod study;

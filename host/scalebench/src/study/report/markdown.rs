@@ -1,4 +1,4 @@
-//! report.md, in the spirit of seed 003: summary, where it ran, results,
+//! report.md, in the spirit of the messaging study this project started from: summary, where it ran, results,
 //! hypotheses checked against the numbers, threats to validity, how to
 //! reproduce. One function per section, in the order they appear.
 

@@ -15,10 +15,8 @@
 //! canary poll; the probe set has its own too.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use plugin_runtime::adapter_types::TransportPlan;
@@ -32,98 +30,16 @@ use crate::live_safety;
 use crate::results::*;
 use crate::services::{Scoped, StackServices};
 use crate::stack::StackDriver;
-use crate::storage::StoredCount;
-use crate::transport::{Batch, Carrier, CarrierOptions, Carries, Message};
+use crate::transport::CarrierOptions;
 
-/// A fault injected into a local stack during each step's load (calibration).
-#[derive(Debug, Clone)]
-pub struct Fault {
-    /// Service name as the stack knows it ("mosquitto", "postgres",
-    /// "reference-historian", "nats-1").
-    pub service: String,
-    /// How long into the load.
-    pub after: Duration,
-    pub kind: FaultKind,
-}
+pub mod config;
+mod reading_check;
+mod session;
+pub(crate) mod step;
 
-#[derive(Debug, Clone, Copy)]
-pub enum FaultKind {
-    /// SIGKILL; the stack's supervisor brings it back, and the restart is detected.
-    Kill,
-    /// SIGSTOP for this long, then SIGCONT (also at the step's end).
-    Freeze(Duration),
-}
-
-impl FaultKind {
-    /// The fault in the user's words ("kill", "freeze").
-    pub fn verb(&self) -> &'static str {
-        match self {
-            FaultKind::Kill => "kill",
-            FaultKind::Freeze(_) => "freeze",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct LadderConfig {
-    pub steps: Vec<u64>,
-    pub interval: Duration,
-    pub warmup: Duration,
-    pub soak: Duration,
-    pub sample_every: Duration,
-    pub continue_on_fail: bool,
-    pub seed: u64,
-    pub connections: u32,
-    /// Unacknowledged publishes per MQTT connection.
-    pub inflight: u16,
-    /// The generator's MQTT account (password from the environment).
-    pub mqtt_user: Option<String>,
-    pub mqtt_password: Option<String>,
-    /// HTTP targets: requests in flight per connection.
-    pub http_window: u32,
-    /// The SUT account's password (from a file or the environment), handed
-    /// to the adapter's and probe set's params next to their `user`.
-    pub target_password: Option<crate::credentials::Secret>,
-    pub model: String,
-    pub model_params: String,
-    pub target: String,
-    pub target_params: String,
-    /// None: no probes.
-    pub probes: Option<String>,
-    pub probe_params: String,
-    pub probe_warm_runs: usize,
-    pub drain_timeout: Duration,
-    pub results_dir: PathBuf,
-    pub run_id: String,
-    pub command_line: Vec<String>,
-    pub min_disk_free_bytes: u64,
-    pub repo_dir: PathBuf,
-    pub faults: Vec<Fault>,
-    pub live: live_safety::Config,
-    /// History written before step 1 (`run --prefill-days`), for the result.
-    pub prefill: Option<crate::prefill::Report>,
-}
-
-/// Everything that lives across steps.
-pub(crate) struct Session {
-    pub model: Option<ValueModel>,
-    pub encoder: Option<TargetAdapter>,
-    /// Stored counts, write counters, stats.
-    pub counter: Arc<Mutex<TargetAdapter>>,
-    /// Canary polling, on its own connection.
-    pub canary: Arc<Mutex<TargetAdapter>>,
-    pub probe_set: Option<ProbeSet>,
-    pub addresses: Vec<Arc<str>>,
-    /// The run's points so far, compactly.
-    pub tags: crate::points::PointTable,
-    pub period_ms: u64,
-    /// How readings reach the SUT (from the plan's transport).
-    pub carrier: Box<dyn Carrier>,
-    /// Who counts what was stored (from the plan's storage).
-    pub count: Box<dyn StoredCount>,
-    pub next_canary_seq: u64,
-    pub watch: live_safety::Watch,
-}
+pub use config::{Fault, FaultKind, LadderConfig};
+use reading_check::reading_check;
+pub(crate) use session::Session;
 
 fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
     crate::catalog::user_error(e)
@@ -283,7 +199,7 @@ pub async fn run(
             cfg.interval.as_secs_f64(),
             (cfg.warmup + cfg.soak).as_secs_f64(),
         );
-        let env = crate::step::Env {
+        let env = step::Env {
             cfg,
             stack: &mut *stack,
             services: &services,
@@ -293,7 +209,7 @@ pub async fn run(
             nproc,
             progress: &progress,
         };
-        let step = crate::step::run(env, &mut session, points).await;
+        let step = step::run(env, &mut session, points).await;
         let step = match step {
             Ok(s) => s,
             Err(e) => {
@@ -337,90 +253,6 @@ pub async fn run(
 }
 
 pub use crate::results::ceiling_of as ceiling;
-
-/// How long the one-reading check waits for the ack, then for storage.
-const CHECK_ACK_WAIT: Duration = Duration::from_secs(15);
-const CHECK_STORE_WAIT: Duration = Duration::from_secs(20);
-
-/// Publish one canary through the real transport and see it acknowledged
-/// and stored. A broker that acknowledges what never reaches storage (an
-/// ACL that denies scalebench's account, a SUT not subscribed) is refused
-/// here, before it can read as a SUT losing data.
-async fn reading_check(session: &mut Session, stop: &AtomicBool) -> Result<(), Error> {
-    let seq = session.next_canary_seq;
-    session.next_canary_seq += 1;
-    let ts = crate::clock::now_ms();
-    let q = session.canary.clone();
-    let m = tokio::task::spawn_blocking(move || q.lock().unwrap().canary(seq, ts))
-        .await
-        .map_err(|e| Error::ReadingCheck { detail: e.to_string(), hint: "report this".into() })?
-        .map_err(|e| Error::ReadingCheck {
-            detail: format!("the target could not encode a canary: {e}"),
-            hint: "fix the target adapter".into(),
-        })?;
-    let address = m.address.clone();
-    let transport = session.carrier.open().await.map_err(|e| Error::ReadingCheck {
-        detail: format!("cannot open the transport: {e:#}"),
-        hint: "check the stack is running and reachable".into(),
-    })?;
-    let batch: Batch = vec![Message {
-        address: Arc::from(m.address.as_str()),
-        payload: bytes::Bytes::from(m.payload),
-        carries: Carries::Canary { seq },
-        intended_ms: crate::clock::now_ms(),
-    }];
-    let sent = transport.senders()[0].send(batch).await.is_ok();
-    let deadline = Instant::now() + CHECK_ACK_WAIT;
-    // Until it is settled: acknowledged, refused, or failed without an answer.
-    while sent && transport.counts().settled_msgs < 1 && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let counts = transport.finish(Duration::from_secs(1)).await;
-    if counts.canaries_acked < 1 && counts.refused_msgs > 0 {
-        let why = counts.error_samples.first().cloned().unwrap_or_else(|| "no reason given".into());
-        return Err(Error::ReadingCheck {
-            detail: format!("{} refused the one reading (canary {seq} to {address}): {why}", session.carrier.acknowledger()),
-            hint: "check the adapter's address (service and path) against what the server serves, and that scalebench's account may write there".into(),
-        });
-    }
-    if counts.canaries_acked < 1 {
-        return Err(Error::ReadingCheck {
-            detail: format!(
-                "the transport did not acknowledge one reading (to {address}) within {} s{}",
-                CHECK_ACK_WAIT.as_secs(),
-                counts.error_samples.first().map(|e| format!(" ({e})")).unwrap_or_default()
-            ),
-            hint: format!("check that {} is up and accepts scalebench's account", session.carrier.acknowledger()),
-        });
-    }
-    if session.carrier.ack_means_stored() {
-        // JetStream acknowledges only what the stream stored.
-        return Ok(());
-    }
-    let deadline = Instant::now() + CHECK_STORE_WAIT;
-    let mut last_error = None;
-    loop {
-        let q = session.canary.clone();
-        match tokio::task::spawn_blocking(move || q.lock().unwrap().canaries_stored(seq)).await {
-            Ok(Ok(seqs)) if seqs.contains(&seq) => return Ok(()),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => last_error = Some(e.to_string()),
-            Err(e) => last_error = Some(e.to_string()),
-        }
-        if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
-            return Err(Error::ReadingCheck {
-                detail: format!(
-                    "{} acknowledged a reading (canary {seq} to {address}) that never reached storage within {} s{}",
-                    session.carrier.acknowledger(),
-                    CHECK_STORE_WAIT.as_secs(),
-                    last_error.map(|e| format!("; counting it failed: {e}")).unwrap_or_default()
-                ),
-                hint: session.carrier.unstored_hint(&counts),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,31 @@
+//! What lives across the steps of one run: the plugin instances, the run's
+//! points, the carrier and the storage counter.
+
+use std::sync::{Arc, Mutex};
+
+use plugin_runtime::{ProbeSet, TargetAdapter, ValueModel};
+
+use crate::live_safety;
+use crate::storage::StoredCount;
+use crate::transport::Carrier;
+
+/// Everything that lives across steps.
+pub(crate) struct Session {
+    pub model: Option<ValueModel>,
+    pub encoder: Option<TargetAdapter>,
+    /// Stored counts, write counters, stats.
+    pub counter: Arc<Mutex<TargetAdapter>>,
+    /// Canary polling, on its own connection.
+    pub canary: Arc<Mutex<TargetAdapter>>,
+    pub probe_set: Option<ProbeSet>,
+    pub addresses: Vec<Arc<str>>,
+    /// The run's points so far, compactly.
+    pub tags: crate::points::PointTable,
+    pub period_ms: u64,
+    /// How readings reach the SUT (from the plan's transport).
+    pub carrier: Box<dyn Carrier>,
+    /// Who counts what was stored (from the plan's storage).
+    pub count: Box<dyn StoredCount>,
+    pub next_canary_seq: u64,
+    pub watch: live_safety::Watch,
+}

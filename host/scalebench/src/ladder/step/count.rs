@@ -1,0 +1,160 @@
+//! Phase 4: stored vs acked per second of payload ts, and the wall-clock rates.
+
+use super::*;
+
+pub(super) struct Counted {
+    pub(super) acked: u64,
+    pub(super) stored: u64,
+    pub(super) missing: u64,
+    pub(super) short: Vec<String>,
+    pub(super) short_count: u64,
+    pub(super) soak_s: f64,
+    pub(super) offered_rps: f64,
+    pub(super) achieved_rps: f64,
+    pub(super) slowest_5s: Option<f64>,
+    pub(super) stored_rps_by_payload: f64,
+    pub(super) stored_rps: Option<f64>,
+    pub(super) broker: BTreeMap<String, BrokerCounter>,
+    pub(super) dropped: Option<f64>,
+    pub(super) series: Series,
+    pub(super) ack_latency: AckLatency,
+}
+
+/// The step's per-second series, second 0 being the load's first.
+pub(super) fn series(r: &ProducerReport, counts: &AckCounts, stored: &BTreeMap<i64, u64>, soak_from_ms: i64) -> Series {
+    let start = r.start_ms.div_euclid(1000);
+    let last_key = |m: &BTreeMap<i64, u64>| m.keys().next_back().copied().unwrap_or(start);
+    let end = [
+        (r.end_ms - 1).div_euclid(1000),
+        last_key(&r.offered_by_wall_second),
+        last_key(&counts.acked_by_arrival_second),
+        last_key(&counts.refused_by_arrival_second),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(start)
+    .max(start);
+    let per = |m: &BTreeMap<i64, u64>| (start..=end).map(|s| m.get(&s).copied().unwrap_or(0)).collect::<Vec<u64>>();
+    let stored_in_load: BTreeMap<i64, u64> =
+        stored.range(start..r.end_ms.div_euclid(1000) + 1).map(|(k, v)| (*k, *v)).collect();
+    Series {
+        start_unix_s: start,
+        soak_from_s: (soak_from_ms - start * 1000) as f64 / 1e3,
+        load_end_s: (r.end_ms - start * 1000) as f64 / 1e3,
+        offered: per(&r.offered_by_wall_second),
+        acked: per(&counts.acked_by_arrival_second),
+        refused: per(&counts.refused_by_arrival_second),
+        stored_by_payload: per(&stored_in_load),
+        ack_latency_p99_s: (start..=end).map(|s| counts.latency.p99_in_second_s(s)).collect(),
+    }
+}
+
+/// Latency quantiles and the longest silence, placed in the soak.
+pub(super) fn ack_latency(counts: &AckCounts, soak_from_ms: i64) -> AckLatency {
+    let l = &counts.latency;
+    let mut a = AckLatency {
+        intended: crate::latency::Quantiles::of(&l.intended_us),
+        service: crate::latency::Quantiles::of(&l.service_us),
+        ..Default::default()
+    };
+    match l.longest_silence {
+        Some(sil) => {
+            a.longest_silence_s = Some(sil.len_ms() as f64 / 1e3);
+            a.silence_from_soak_s = Some((sil.from_ms - soak_from_ms) as f64 / 1e3);
+            a.silence_to_soak_s = Some((sil.to_ms - soak_from_ms) as f64 / 1e3);
+            // Total when no connection had any answer in the silence's whole
+            // seconds; a silence shorter than that holds no whole second (and
+            // an empty range, start past end, is not a range a map can take).
+            let inner = (sil.from_ms.div_euclid(1000) + 1)..sil.to_ms.div_euclid(1000);
+            a.silence_total = !inner.is_empty()
+                && counts.acked_by_arrival_second.range(inner.clone()).all(|(_, n)| *n == 0)
+                && counts.refused_by_arrival_second.range(inner).all(|(_, n)| *n == 0);
+        }
+        // Answers came and none waited: no silence, measured.
+        None if counts.settled_msgs > 0 => a.longest_silence_s = Some(0.0),
+        None => {}
+    }
+    a
+}
+
+pub(super) async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Drained) -> anyhow::Result<Counted> {
+    let cfg = env.cfg;
+    let r = &o.report;
+    // Per second of payload ts.
+    let (mut acked, mut stored, mut missing, mut short_count) = (0u64, 0u64, 0u64, 0u64);
+    let mut short = Vec::new();
+    for (sec, a) in &d.counts.acked_by_second {
+        let ms = sec * 1000;
+        if ms < r.start_ms || ms >= r.end_ms {
+            continue;
+        }
+        let s = d.stored_by_second.get(sec).copied().unwrap_or(0);
+        acked += a;
+        stored += s.min(*a);
+        missing += a.saturating_sub(s);
+        if (s as f64) < 0.99 * *a as f64 {
+            short_count += 1;
+            if short.len() < 10 {
+                short.push(format!("{sec}: {s}/{a}"));
+            }
+        }
+    }
+    // On the wall clock: the soak is [start + warm-up, end) of the load.
+    let soak_from_ms = r.start_ms + cfg.warmup.as_millis() as i64;
+    let soak_to_ms = r.end_ms.max(soak_from_ms + 1);
+    let soak_s = (soak_to_ms - soak_from_ms) as f64 / 1e3;
+    let in_soak = |m: &BTreeMap<i64, u64>| -> u64 {
+        m.range(soak_from_ms.div_euclid(1000)..soak_to_ms.div_euclid(1000)).map(|(_, n)| n).sum()
+    };
+    let offered_rps = in_soak(&r.offered_by_wall_second) as f64 / soak_s;
+    let achieved_rps = in_soak(&d.counts.acked_by_arrival_second) as f64 / soak_s;
+    let mut slowest_5s: Option<f64> = None;
+    let (first, last) = (soak_from_ms.div_euclid(1000), soak_to_ms.div_euclid(1000));
+    let mut w = first;
+    while w + SLOWEST_WINDOW_S <= last {
+        let n: u64 = d.counts.acked_by_arrival_second.range(w..w + SLOWEST_WINDOW_S).map(|(_, n)| n).sum();
+        let rate = n as f64 / SLOWEST_WINDOW_S as f64;
+        slowest_5s = Some(slowest_5s.map_or(rate, |m: f64| m.min(rate)));
+        w += 1;
+    }
+    let stored_soak: u64 =
+        d.stored_by_second.range(soak_from_ms.div_euclid(1000)..soak_to_ms.div_euclid(1000)).map(|(_, n)| n).sum();
+    let stored_rps = match (o.written_at_soak_start, o.written_at_end) {
+        (Some((t0, n0)), Some((t1, n1))) if t1 > t0 => Some((n1 - n0).max(0.0) / t1.duration_since(t0).as_secs_f64()),
+        _ => None,
+    };
+    let heartbeat = match env.sys {
+        Some(s) => s.heartbeat_after(o.load_ended, Duration::from_secs(12)).await,
+        None => false,
+    };
+    let sys_after = env.sys.map(|s| s.snapshot()).unwrap_or_default();
+    let mut broker = broker_sys::compare(&o.sys_before, &sys_after);
+    let dropped = if env.sys.is_some() && sys_after.contains_key(DROPPED) {
+        broker.get("publish/messages/dropped").and_then(|c| c.delta)
+    } else if env.sys.is_some() && BrokerSys::unchanged_since_subscribed(&o.sys_before, &sys_after, DROPPED, heartbeat)
+    {
+        // Not republished because it did not change (a broker up for long).
+        broker.insert("publish/messages/dropped".into(), BrokerCounter { before: None, after: None, delta: Some(0.0) });
+        Some(0.0)
+    } else {
+        None
+    };
+    let soak_from_ms = r.start_ms + cfg.warmup.as_millis() as i64;
+    Ok(Counted {
+        acked,
+        stored,
+        missing,
+        short,
+        short_count,
+        soak_s,
+        offered_rps,
+        achieved_rps,
+        slowest_5s,
+        stored_rps_by_payload: stored_soak as f64 / soak_s,
+        stored_rps,
+        broker,
+        dropped,
+        series: series(r, &d.counts, &d.stored_by_second, soak_from_ms),
+        ack_latency: ack_latency(&d.counts, soak_from_ms),
+    })
+}

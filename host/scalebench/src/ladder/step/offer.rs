@@ -1,0 +1,450 @@
+//! Phase 2: the producer offers readings for the warm-up and soak while the
+//! step samples, supervises, injects calibration faults and times probes.
+
+use super::*;
+
+/// What the offer phase measured.
+pub(super) struct Offered {
+    pub(super) report: ProducerReport,
+    pub(super) live: Arc<ProducerLive>,
+    pub(super) seen: Arc<Mutex<Seen>>,
+    pub(super) stop_poll: Arc<AtomicBool>,
+    pub(super) poller: Option<std::thread::JoinHandle<()>>,
+    pub(super) samples: Vec<Sample>,
+    pub(super) proc_samples: Vec<Vec<ProcSample>>,
+    pub(super) soak_proc_start: Option<Vec<ProcSample>>,
+    pub(super) soak_proc_end: Vec<ProcSample>,
+    pub(super) probes: Vec<ProbeResult>,
+    pub(super) sys_before: BTreeMap<String, f64>,
+    pub(super) cpu_s: f64,
+    /// The storage's own write counter at the soak's start and the load's end.
+    pub(super) written_at_soak_start: Option<(Instant, f64)>,
+    pub(super) written_at_end: Option<(Instant, f64)>,
+    pub(super) written_source: Option<String>,
+    pub(super) unmeasured: Vec<String>,
+    pub(super) disk_low: Option<String>,
+    pub(super) live_safety: Option<String>,
+    pub(super) live_samples: Vec<crate::live_safety::LiveSample>,
+    pub(super) interrupted: bool,
+    /// Services still frozen by a calibration fault when the load ended.
+    pub(super) frozen: Vec<String>,
+    /// When the producer returned (the load's end).
+    pub(super) load_ended: Instant,
+}
+
+pub(super) fn disk_check(
+    dirs: &[(&str, &Path)],
+    min_free: u64,
+    out: &mut BTreeMap<String, Option<u64>>,
+) -> (Option<String>, Vec<String>) {
+    let mut low = None;
+    let mut unmeasured = Vec::new();
+    for (what, dir) in dirs {
+        let free = hardware::disk_free_bytes(dir);
+        out.insert(what.to_string(), free);
+        match free {
+            Some(f) if f < min_free => {
+                low = Some(format!(
+                    "{what} ({}): {:.1} GB free, below {:.1} GB",
+                    dir.display(),
+                    f as f64 / 1e9,
+                    min_free as f64 / 1e9
+                ));
+            }
+            Some(_) => {}
+            None => unmeasured.push(format!("free disk of the {what} ({}): statvfs failed", dir.display())),
+        }
+    }
+    (low, unmeasured)
+}
+
+pub(super) async fn offer(
+    env: &mut Env<'_>,
+    session: &mut Session,
+    transport: &dyn Transport,
+    points: u64,
+) -> anyhow::Result<Offered> {
+    let cfg = env.cfg;
+    let target_rps = points as f64 / cfg.interval.as_secs_f64();
+    let live = Arc::new(ProducerLive::default());
+    let spec = LoadSpec {
+        points: points as u32,
+        interval: cfg.interval,
+        seed: cfg.seed,
+        duration: cfg.warmup + cfg.soak,
+        sample_period_ms: session.period_ms,
+        first_canary_seq: session.next_canary_seq,
+        start_ms: Some(loadgen::start_ms_after(crate::clock::now_ms())),
+    };
+    // Readings due from the soak's start are in the step's latency histograms.
+    if let Some(start) = spec.start_ms {
+        transport.live().soak_from_ms.store(start + cfg.warmup.as_millis() as i64, Ordering::Relaxed);
+    }
+    // The producer stops on Ctrl-C or when this step must end early (live-safety).
+    let step_stop = Arc::new(AtomicBool::new(false));
+    let mut plugins =
+        Plugins { model: session.model.take().expect("model"), adapter: session.encoder.take().expect("encoder") };
+    let addresses: Arc<Vec<Arc<str>>> = Arc::new(session.addresses.clone());
+    let producer = {
+        let (live, stop, spec, addresses, senders) =
+            (live.clone(), step_stop.clone(), spec.clone(), addresses.clone(), transport.senders());
+        std::thread::Builder::new().name("producer".into()).spawn(move || {
+            let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
+            (plugins, r)
+        })?
+    };
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop_poll = Arc::new(AtomicBool::new(false));
+    let poller = if !session.carrier.ack_means_stored() {
+        let (q, live, seen, sp) = (session.canary.clone(), live.clone(), seen.clone(), stop_poll.clone());
+        let first = spec.first_canary_seq;
+        Some(std::thread::spawn(move || canary::poll(q, live, first, seen, sp)))
+    } else {
+        None
+    };
+
+    let sys_before = env.sys.map(|s| s.snapshot()).unwrap_or_default();
+    let cpu_before = hardware::self_cpu_seconds();
+    let load_started = Instant::now();
+    let warmup_end = load_started + cfg.warmup;
+    let load_end = load_started + cfg.warmup + cfg.soak;
+    let probe_at = warmup_end + cfg.soak / 2;
+    let data_dir = env.stack.data_dir();
+    let mut o = Offered {
+        report: ProducerReport {
+            readings_scheduled: 0,
+            readings_offered: 0,
+            offered_by_wall_second: BTreeMap::new(),
+            channel_wait_s: 0.0,
+            slots: 0,
+            behind_max_s: 0.0,
+            behind_p95_s: 0.0,
+            start_ms: 0,
+            end_ms: 0,
+            next_canary_seq: 0,
+            stopped_early: false,
+            cut_at_wall_end: false,
+        },
+        live: live.clone(),
+        seen,
+        stop_poll,
+        poller,
+        samples: Vec::new(),
+        proc_samples: Vec::new(),
+        soak_proc_start: None,
+        soak_proc_end: Vec::new(),
+        probes: Vec::new(),
+        sys_before,
+        cpu_s: 0.0,
+        written_at_soak_start: None,
+        written_at_end: None,
+        written_source: None,
+        unmeasured: Vec::new(),
+        disk_low: None,
+        live_safety: None,
+        live_samples: Vec::new(),
+        interrupted: false,
+        frozen: Vec::new(),
+        load_ended: Instant::now(),
+    };
+    let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
+    let probes_until = Arc::new(AtomicBool::new(false));
+    let mut last_acked = 0u64;
+    let mut last_offered = 0u64;
+    let mut last_t = Instant::now();
+    let load_s = (cfg.warmup + cfg.soak).as_secs_f64();
+    let mut phase = if cfg.warmup.is_zero() { Phase::Soak } else { Phase::WarmUp };
+    env.progress.phase(
+        phase,
+        &format!(
+            "{} of load",
+            crate::format::seconds(if cfg.warmup.is_zero() { cfg.soak } else { cfg.warmup }.as_secs_f64())
+        ),
+    );
+    let mut last_written: Option<(Instant, f64)> = None;
+    let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
+    // Faults to inject: (when, service, kind); frozen services to thaw.
+    let mut faults: Vec<(Instant, String, FaultKind)> =
+        cfg.faults.iter().map(|f| (load_started + f.after, f.service.clone(), f.kind)).collect();
+    let mut thaw: Vec<(Instant, String)> = Vec::new();
+
+    while !producer.is_finished() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = Instant::now();
+        if env.stop.load(Ordering::Relaxed) {
+            step_stop.store(true, Ordering::Relaxed);
+        }
+        env.progress.elapsed(load_started.elapsed().as_secs_f64());
+        // Supervision: an exit is detected from the process and the service brought back.
+        for event in env.stack.supervise().await {
+            env.progress.println(&format!("  stack: {event}"));
+        }
+        inject_faults(env.stack, now, &mut faults, &mut thaw, &mut o.unmeasured);
+        if phase == Phase::WarmUp && now >= warmup_end {
+            phase = Phase::Soak;
+            env.progress.phase(
+                phase,
+                &format!(
+                    "{} of load, sampled every {}",
+                    crate::format::seconds(cfg.soak.as_secs_f64()),
+                    crate::format::seconds(cfg.sample_every.as_secs_f64())
+                ),
+            );
+        }
+        if o.soak_proc_start.is_none() && now >= warmup_end {
+            o.soak_proc_start = Some(env.stack.sample_processes());
+            o.written_at_soak_start = sample_written(session).await.map(|(n, src)| {
+                o.written_source = Some(src);
+                (Instant::now(), n)
+            });
+        }
+        if probes_task.is_none() && now >= probe_at {
+            if let Some(mut ps) = session.probe_set.take() {
+                phase = Phase::Probes;
+                env.progress.phase(phase, "read probes timed at mid-soak, under load");
+                let (svc, tags, b, params, runs, until) = (
+                    env.services.clone(),
+                    session.tags.spread(crate::points::PROBE_POINTS_MAX),
+                    env.budgets.clone(),
+                    crate::credentials::with_password(&cfg.probe_params, cfg.target_password.as_ref()),
+                    cfg.probe_warm_runs,
+                    probes_until.clone(),
+                );
+                probes_task = Some(tokio::task::spawn_blocking(move || {
+                    let results = match ps.setup(&params, &tags) {
+                        Ok(probes) => crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until),
+                        Err(e) => vec![ProbeResult {
+                            name: "setup".into(),
+                            ok: false,
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        }],
+                    };
+                    (ps, results)
+                }));
+            }
+        }
+        if now >= next_sample {
+            next_sample += cfg.sample_every;
+            let acked = transport.live().readings_acked.load(Ordering::Relaxed);
+            let dt = now.duration_since(last_t).as_secs_f64().max(1e-3);
+            let acked_rps = (acked - last_acked) as f64 / dt;
+            last_acked = acked;
+            let offered_now = live.readings_offered.load(Ordering::Relaxed);
+            let offered_rps = offered_now.saturating_sub(last_offered) as f64 / dt;
+            last_offered = offered_now;
+            last_t = now;
+            let procs = env.stack.sample_processes();
+            let mut cpu_percent = BTreeMap::new();
+            let mut rss_bytes = BTreeMap::new();
+            if let Some(prev) = o.proc_samples.last() {
+                for p in &procs {
+                    if let Some(q) = prev.iter().find(|q| q.name == p.name) {
+                        let wall = p.at.duration_since(q.at).as_secs_f64().max(1e-3);
+                        cpu_percent.insert(p.name.clone(), (p.cpu_seconds - q.cpu_seconds) / wall * 100.0);
+                    }
+                }
+            }
+            let mut mem_limit_bytes = BTreeMap::new();
+            let mut blkio_bytes = BTreeMap::new();
+            for p in &procs {
+                rss_bytes.insert(p.name.clone(), p.rss_bytes);
+                if let Some(l) = p.mem_limit_bytes {
+                    mem_limit_bytes.insert(p.name.clone(), l);
+                }
+                if let (Some(r), Some(w)) = (p.blkio_read_bytes, p.blkio_write_bytes) {
+                    blkio_bytes.insert(p.name.clone(), [r, w]);
+                }
+            }
+            o.proc_samples.push(procs);
+            let svc = env.services.clone();
+            let pg_roundtrip_s = if svc.database_names().is_empty() {
+                None
+            } else {
+                let rt =
+                    tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()));
+                tokio::time::timeout(SAMPLE_WAIT, rt).await.ok().and_then(|r| r.ok()).flatten()
+            };
+            let lag_s = match transport.canary_acks() {
+                Some(acks) => {
+                    let sent: BTreeMap<u64, i64> = live.canaries.lock().unwrap().iter().copied().collect();
+                    acks.iter().next_back().and_then(|(seq, at)| sent.get(seq).map(|ts| (*at - *ts) as f64 / 1e3))
+                }
+                None => o.seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
+            };
+            // Stored rate since the last sample, from the storage's own write counter.
+            let written = sample_written(session).await.map(|(n, _)| (Instant::now(), n));
+            let stored_rps = match (last_written, written) {
+                (Some((t0, n0)), Some((t1, n1))) => Some((n1 - n0) / t1.duration_since(t0).as_secs_f64().max(1e-3)),
+                _ => None,
+            };
+            last_written = written;
+            let mut disk = BTreeMap::new();
+            let mut dirs: Vec<(&str, &Path)> = vec![("results directory", cfg.results_dir.as_path())];
+            if let Some(d) = &data_dir {
+                dirs.push(("stack data directory", d.as_path()));
+            }
+            let (low, unmeasured) = disk_check(&dirs, cfg.min_disk_free_bytes, &mut disk);
+            if low.is_some() {
+                o.disk_low = low;
+            }
+            for u in unmeasured {
+                if !o.unmeasured.contains(&u) {
+                    o.unmeasured.push(u);
+                }
+            }
+            let behind = live.behind_ms.load(Ordering::Relaxed) as f64 / 1e3;
+            let elapsed = load_started.elapsed().as_secs_f64();
+            let (ls, trip) = tokio::task::block_in_place(|| session.watch.sample(elapsed));
+            o.live_samples.push(ls);
+            if let Some(why) = trip {
+                if o.live_safety.is_none() {
+                    eprintln!("  live-safety tripped: {why}; stopping the step");
+                    o.live_safety = Some(why);
+                    step_stop.store(true, Ordering::Relaxed);
+                }
+            }
+            if phase == Phase::Probes && probes_task.as_ref().is_some_and(|t| t.is_finished()) {
+                phase = Phase::Soak;
+            }
+            env.progress.sample(&Tick {
+                phase,
+                elapsed_s: elapsed,
+                load_s,
+                target_rps,
+                offered_rps,
+                acked_rps,
+                stored_rps,
+                lag_s,
+                behind_s: behind,
+            });
+            o.samples.push(Sample {
+                elapsed_s: elapsed,
+                acked_rps,
+                stored_rps,
+                lag_s,
+                pg_roundtrip_s,
+                behind_schedule_s: behind,
+                cpu_percent,
+                rss_bytes,
+                mem_limit_bytes,
+                blkio_bytes,
+                disk_free_bytes: disk,
+            });
+        }
+        if now >= load_end + Duration::from_secs(30) {
+            // The producer ends at the wall-clock end by itself; this is the
+            // last resort if it does not.
+            step_stop.store(true, Ordering::Relaxed);
+        }
+    }
+    // A fault asked for but never injected leaves the crash test unmeasured.
+    for (at, service, kind) in faults {
+        o.unmeasured.push(format!(
+            "fault {} {service} at {} of load: never injected (the load ended after {})",
+            kind.verb(),
+            crate::format::seconds(at.saturating_duration_since(load_started).as_secs_f64()),
+            crate::format::seconds(load_started.elapsed().as_secs_f64())
+        ));
+    }
+    // The load is over: probes still running no longer run under load.
+    probes_until.store(true, Ordering::Relaxed);
+    // A service still frozen stays frozen through the drain (a broker that
+    // never comes back must end the step by the drain's deadlines) and is
+    // thawed when the step ends.
+    o.frozen = thaw.into_iter().map(|(_, s)| s).collect();
+    o.written_at_end = sample_written(session).await.map(|(n, _)| (Instant::now(), n));
+    let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
+    o.load_ended = Instant::now();
+    session.model = Some(plugins_back.model);
+    session.encoder = Some(plugins_back.adapter);
+    o.interrupted = env.stop.load(Ordering::Relaxed);
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            o.stop_poll.store(true, Ordering::Relaxed);
+            if let Some(p) = o.poller.take() {
+                let _ = p.join();
+            }
+            return Err(e.into());
+        }
+    };
+    session.next_canary_seq = report.next_canary_seq;
+    o.report = report;
+    o.soak_proc_end = env.stack.sample_processes();
+    o.cpu_s = hardware::self_cpu_seconds() - cpu_before;
+    if let Some(t) = probes_task {
+        let (ps, r) = t.await?;
+        session.probe_set = Some(ps);
+        o.probes = r;
+    }
+    Ok(o)
+}
+
+/// What the generator holds for the run's points, by part.
+pub(super) fn generator_memory(session: &Session) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    let addresses: usize = session.addresses.iter().map(|a| a.len() + 16 + std::mem::size_of::<Arc<str>>()).sum();
+    m.insert("point table".to_string(), session.tags.heap_bytes() as u64);
+    m.insert("address table".to_string(), addresses as u64);
+    if let Some(x) = &session.model {
+        m.insert("model".to_string(), x.memory_bytes());
+    }
+    if let Some(x) = &session.encoder {
+        m.insert("encoder".to_string(), x.memory_bytes());
+    }
+    if let Ok(x) = session.counter.try_lock() {
+        m.insert("counter".to_string(), x.memory_bytes());
+    }
+    if let Some(x) = &session.probe_set {
+        m.insert("probes".to_string(), x.memory_bytes());
+    }
+    m
+}
+
+/// Inject the calibration faults that are due; thaw frozen services on time.
+pub(super) fn inject_faults(
+    stack: &mut dyn StackDriver,
+    now: Instant,
+    faults: &mut Vec<(Instant, String, FaultKind)>,
+    thaw: &mut Vec<(Instant, String)>,
+    unmeasured: &mut Vec<String>,
+) {
+    let mut i = 0;
+    while i < faults.len() {
+        if now < faults[i].0 {
+            i += 1;
+            continue;
+        }
+        let (_, service, kind) = faults.remove(i);
+        match kind {
+            FaultKind::Kill => {
+                eprintln!("  fault: SIGKILL {service} (the stack's supervisor brings it back)");
+                if let Err(e) = stack.signal(&service, libc::SIGKILL) {
+                    eprintln!("  fault: {e}");
+                    unmeasured.push(format!("fault kill {service}: {e}"));
+                }
+            }
+            FaultKind::Freeze(d) => {
+                eprintln!("  fault: SIGSTOP {service} for {:.0} s", d.as_secs_f64());
+                match stack.signal(&service, libc::SIGSTOP) {
+                    Ok(()) => thaw.push((now + d, service)),
+                    Err(e) => {
+                        eprintln!("  fault: {e}");
+                        unmeasured.push(format!("fault freeze {service}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    thaw.retain(|(at, service)| {
+        if now >= *at {
+            eprintln!("  fault: SIGCONT {service}");
+            let _ = stack.signal(service, libc::SIGCONT);
+            false
+        } else {
+            true
+        }
+    });
+}
