@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use plugin_runtime::{Limits, Plugin, Runtime};
+use plugin_runtime::{Limits, Plugin, Runtime, ValueModel};
 
 use crate::error::UsageError;
 
@@ -76,4 +76,30 @@ pub fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
         }
         other => other.into(),
     }
+}
+
+/// Tags per call into a model when listing points: bounds memory at 1M+ tags.
+const MODEL_CHUNK: u32 = 65_536;
+
+/// Load and configure a value model.
+pub fn open_model(limits: &PluginLimits, spec: &str, params: &str) -> anyhow::Result<ValueModel> {
+    let rt = runtime(limits)?;
+    let plugin = load(&rt, spec)?;
+    let mut model = ValueModel::instantiate(&rt, &plugin)?;
+    model.configure(params).map_err(user_error)?;
+    Ok(model)
+}
+
+/// Point ids as the Baler contract names them: `s<site>/e<equip>/<label>`.
+pub fn point_ids(model: &mut ValueModel, seed: u64, tags: u32) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(tags as usize);
+    let mut first = 0;
+    while first < tags {
+        let n = MODEL_CHUNK.min(tags - first);
+        for t in model.tags(seed, first, n)? {
+            ids.push(format!("s{}/e{}/{}", t.site, t.equip, t.label));
+        }
+        first += n;
+    }
+    Ok(ids)
 }

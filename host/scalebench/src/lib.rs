@@ -12,7 +12,6 @@
 //! - `progress`: live progress of `run`.
 
 pub mod atomic_file;
-pub mod broker_sys;
 pub mod budgets;
 pub mod canary;
 pub mod catalog;
@@ -25,6 +24,7 @@ pub mod compression;
 pub mod credentials;
 pub mod error;
 pub mod format;
+pub mod future;
 pub mod guard;
 pub mod hardware;
 pub mod ladder;
@@ -44,6 +44,7 @@ pub mod storage;
 pub mod storage_cost;
 pub mod study;
 pub mod transport;
+pub mod units;
 pub mod verdict;
 
 use cli::{Cli, Command};

@@ -41,7 +41,7 @@ pub struct RunResult {
     pub ended_because: String,
     /// History written into the SUT before step 1 (`--prefill-days`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefill: Option<crate::prefill::Report>,
+    pub prefill: Option<PrefillReport>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -512,4 +512,38 @@ mod tests {
         assert_ne!(a, b);
         assert!(!dir.path().join(format!("{b}-prefill.json")).exists());
     }
+}
+
+/// What a prefill did; goes into the result JSON (`prefill`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PrefillReport {
+    pub target: String,
+    pub model: String,
+    /// Where the rows went (`database service / table`).
+    pub destination: String,
+    pub points: u64,
+    pub interval_s: f64,
+    pub days: f64,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub start_utc: String,
+    pub end_utc: String,
+    /// Intervals (samples per point) in the job's window.
+    pub intervals_total: u64,
+    /// points × intervals_total.
+    pub rows_total: u64,
+    /// Rows this job had written before this run (a resumed job).
+    pub rows_before: u64,
+    /// Rows this run wrote.
+    pub rows_added: u64,
+    /// Readings this run found already stored under the table's key, left alone.
+    pub rows_already_stored: u64,
+    pub complete: bool,
+    pub interrupted: bool,
+    /// This run continued a job an earlier run had started.
+    pub resumed: bool,
+    pub chunks: u64,
+    pub duration_s: f64,
+    /// rows_added / duration_s.
+    pub rows_per_s: f64,
 }

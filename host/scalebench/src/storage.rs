@@ -11,8 +11,8 @@ use plugin_runtime::adapter_types::StoragePlan;
 use plugin_runtime::types::Window;
 use plugin_runtime::TargetAdapter;
 
+use crate::future::BoxFuture;
 use crate::transport::nats as nats_transport;
-use crate::transport::BoxFuture;
 
 /// Stored readings per second of payload ts, the storage's own write
 /// counter, and the SUT failures storage itself reveals.

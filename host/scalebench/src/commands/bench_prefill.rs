@@ -29,9 +29,9 @@ fn reset(c: &mut postgres::Client) -> anyhow::Result<()> {
 }
 
 pub fn run(opts: &PluginOptions, args: PrefillBenchArgs) -> anyhow::Result<()> {
-    let points = super::run::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
+    let points = crate::units::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
     let interval_ms =
-        super::run::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
+        crate::units::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
     if interval_ms == 0 {
         return Err(usage("--interval must be above zero".into()));
     }

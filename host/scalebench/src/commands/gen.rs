@@ -9,7 +9,6 @@ use std::path::Path;
 use anyhow::Context;
 use plugin_runtime::ValueModel;
 
-use crate::catalog;
 use crate::cli::{GenArgs, PluginOptions, UsageError};
 use crate::output::ReadingWriter;
 
@@ -17,29 +16,6 @@ use crate::output::ReadingWriter;
 const CHUNK: u32 = 65_536;
 
 pub use crate::catalog::user_error;
-
-/// Load and configure a value model.
-pub fn open_model(opts: &PluginOptions, spec: &str, params: &str) -> anyhow::Result<ValueModel> {
-    let rt = catalog::runtime(&opts.limits())?;
-    let plugin = catalog::load(&rt, spec)?;
-    let mut model = ValueModel::instantiate(&rt, &plugin)?;
-    model.configure(params).map_err(user_error)?;
-    Ok(model)
-}
-
-/// Point ids as the Baler contract names them: `s<site>/e<equip>/<label>`.
-pub fn point_ids(model: &mut ValueModel, seed: u64, tags: u32) -> anyhow::Result<Vec<String>> {
-    let mut ids = Vec::with_capacity(tags as usize);
-    let mut first = 0;
-    while first < tags {
-        let n = CHUNK.min(tags - first);
-        for t in model.tags(seed, first, n)? {
-            ids.push(format!("s{}/e{}/{}", t.site, t.equip, t.label));
-        }
-        first += n;
-    }
-    Ok(ids)
-}
 
 pub fn run(opts: &PluginOptions, args: GenArgs) -> anyhow::Result<()> {
     if args.bench {
@@ -51,9 +27,9 @@ pub fn run(opts: &PluginOptions, args: GenArgs) -> anyhow::Result<()> {
     if args.tags == 0 {
         return Err(UsageError("--tags must be at least 1".into()).into());
     }
-    let mut model = open_model(opts, &args.model, &args.params)?;
+    let mut model = crate::catalog::open_model(&opts.limits(), &args.model, &args.params)?;
     let period_ms = model.sample_period_ms()? as i64;
-    let ids = point_ids(&mut model, args.seed, args.tags)?;
+    let ids = crate::catalog::point_ids(&mut model, args.seed, args.tags)?;
 
     match &args.out {
         None => {

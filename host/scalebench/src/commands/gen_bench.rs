@@ -97,9 +97,9 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
     let runs = 3;
     let cpu = pin_to_one_cpu();
 
-    let mut model = super::gen::open_model(opts, &args.model, &args.params)?;
+    let mut model = crate::catalog::open_model(&opts.limits(), &args.model, &args.params)?;
     let native = Native::new(&args.model, &args.params, seed, tags)?;
-    let ids = super::gen::point_ids(&mut model, seed, tags)?;
+    let ids = crate::catalog::point_ids(&mut model, seed, tags)?;
     let n = tags as u64 * samples;
 
     eprintln!(

@@ -15,7 +15,7 @@ pub fn measure(
     samples: u32,
     seed: u64,
 ) -> anyhow::Result<(f64, Vec<(String, f64)>)> {
-    let mut m = super::gen::open_model(opts, model, params)?;
+    let mut m = crate::catalog::open_model(&opts.limits(), model, params)?;
     let period = m.sample_period_ms()? as i64;
     let infos = m.tags(seed, 0, tags)?;
     let mut total_bits = 0.0;

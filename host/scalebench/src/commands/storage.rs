@@ -24,7 +24,7 @@ fn generate(
     seed: u64,
     target: Option<(&str, &str)>,
 ) -> anyhow::Result<Readings> {
-    let mut m = super::gen::open_model(opts, model, "{}")?;
+    let mut m = crate::catalog::open_model(&opts.limits(), model, "{}")?;
     let period = m.sample_period_ms()?.max(1);
     let tags = m.tags(seed, 0, points)?;
     let keys = match target {
@@ -125,9 +125,9 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     if models.len() < 2 {
         return Err(usage("--models needs at least two models to compare, e.g. plant-shaped,noise".into()));
     }
-    let points = super::run::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
+    let points = crate::units::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
     let interval_ms =
-        super::run::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
+        crate::units::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
     if interval_ms == 0 || args.hours.is_nan() || args.hours <= 0.0 {
         return Err(usage("--interval and --hours must be above zero".into()));
     }

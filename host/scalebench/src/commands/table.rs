@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::cli::UsageError;
+use crate::error::UsageError;
 pub use crate::report::table::render;
 use crate::results::RunResult;
 

@@ -32,7 +32,6 @@ use std::time::Duration;
 
 use plugin_runtime::history_types::HistoryPlan;
 use plugin_runtime::{TargetAdapter, ValueModel};
-use serde::{Deserialize, Serialize};
 
 pub use sql_copy::{binary, connect, quote_name, MARKER_TABLE};
 pub use tiles::{RowSource, Tiling, CHUNK_ROWS};
@@ -70,39 +69,7 @@ impl Spec {
     }
 }
 
-/// What a prefill did; goes into the result JSON (`prefill`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Report {
-    pub target: String,
-    pub model: String,
-    /// Where the rows went (`database service / table`).
-    pub destination: String,
-    pub points: u64,
-    pub interval_s: f64,
-    pub days: f64,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub start_utc: String,
-    pub end_utc: String,
-    /// Intervals (samples per point) in the job's window.
-    pub intervals_total: u64,
-    /// points × intervals_total.
-    pub rows_total: u64,
-    /// Rows this job had written before this run (a resumed job).
-    pub rows_before: u64,
-    /// Rows this run wrote.
-    pub rows_added: u64,
-    /// Readings this run found already stored under the table's key, left alone.
-    pub rows_already_stored: u64,
-    pub complete: bool,
-    pub interrupted: bool,
-    /// This run continued a job an earlier run had started.
-    pub resumed: bool,
-    pub chunks: u64,
-    pub duration_s: f64,
-    /// rows_added / duration_s.
-    pub rows_per_s: f64,
-}
+pub use crate::results::PrefillReport as Report;
 
 /// Plain-words failure with a hint.
 #[derive(Debug, thiserror::Error)]

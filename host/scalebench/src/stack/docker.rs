@@ -32,8 +32,8 @@ use futures::StreamExt;
 
 use super::compose::{self, Project};
 use super::{Endpoint, ProcSample, ServiceKind, StackDriver};
+use crate::future::BoxFuture;
 use crate::results::ServiceHealth;
-use crate::transport::BoxFuture;
 
 pub const PROJECT_LABEL: &str = "com.docker.compose.project";
 pub const SERVICE_LABEL: &str = "com.docker.compose.service";

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use super::watch::Watchers;
 use super::{Endpoint, ProcSample, StackDriver};
+use crate::future::BoxFuture;
 use crate::results::ServiceHealth;
-use crate::transport::BoxFuture;
 
 pub struct External {
     pub endpoints: Vec<Endpoint>,

@@ -10,8 +10,8 @@ use local_stack::nats::NatsCluster;
 use local_stack::{LocalStack, Service};
 
 use super::{Endpoint, ProcSample, ServiceKind, StackDriver};
+use crate::future::BoxFuture;
 use crate::results::ServiceHealth;
-use crate::transport::BoxFuture;
 
 fn totals(list: Vec<local_stack::ServiceHealth>) -> BTreeMap<String, ServiceHealth> {
     list.into_iter()

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::future::BoxFuture;
 use crate::results::ServiceHealth;
-use crate::transport::BoxFuture;
 
 /// CPU seconds, memory and block I/O of one service (process group or
 /// container) at one instant.

@@ -36,8 +36,8 @@ use tokio::task::JoinHandle;
 
 use super::Live;
 use super::{AckCounts, Batch, Carries, Message};
+use crate::clock::now_ms;
 use crate::latency::Timing;
-use crate::loadgen::now_ms;
 
 /// Largest response body the transport reads: an ingest answer is small,
 /// but a Haystack `commit` answers the 1,000 records it committed (~300 KB).

@@ -4,6 +4,7 @@
 //! bounded channels of [`Batch`]es, acknowledgements counted per second of
 //! payload ts, and memory bounded by channel capacity + in-flight window.
 
+pub mod broker_sys;
 pub mod http;
 pub mod mqtt;
 pub mod mqtt_wire;
@@ -256,7 +257,7 @@ pub(crate) fn count_unanswered(c: &mut AckCounts, live: &Live, carries: Carries,
 }
 
 /// A boxed future, for the dyn-compatible traits of the seam.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 /// One step's open connections to the SUT, whichever kind: MQTT, NATS …
 /// (the seam a new target kind implements once).
@@ -287,7 +288,7 @@ pub trait Carrier: Send + Sync {
     /// are then timed by their acks instead of polled in storage.
     fn ack_means_stored(&self) -> bool;
     /// The broker's own counters ($SYS), where it has them.
-    fn broker_counters(&self) -> Option<crate::broker_sys::BrokerSys> {
+    fn broker_counters(&self) -> Option<broker_sys::BrokerSys> {
         None
     }
     /// Who acknowledges a reading, in the user's words ("the broker").

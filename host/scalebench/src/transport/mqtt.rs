@@ -292,8 +292,10 @@ impl super::Carrier for MqttCarrier {
     fn ack_means_stored(&self) -> bool {
         false
     }
-    fn broker_counters(&self) -> Option<crate::broker_sys::BrokerSys> {
-        Some(crate::broker_sys::BrokerSys::start(&self.cfg))
+    fn broker_counters(&self) -> Option<crate::transport::broker_sys::BrokerSys> {
+        let c = &self.cfg;
+        let login = c.username.as_deref().map(|u| (u, c.password.as_deref().unwrap_or_default()));
+        Some(super::broker_sys::BrokerSys::start(&c.host, c.port, login))
     }
     fn acknowledger(&self) -> &'static str {
         "the broker"

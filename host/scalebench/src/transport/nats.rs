@@ -26,8 +26,8 @@ use tokio::task::JoinHandle;
 
 use super::Live;
 use super::{note_error, AckCounts, Batch, Carries};
+use crate::clock::now_ms;
 use crate::latency::Timing;
-use crate::loadgen::now_ms;
 
 #[derive(Debug, Clone)]
 pub struct NatsConfig {

@@ -27,7 +27,6 @@ use plugin_runtime::types::Window;
 use plugin_runtime::ProbeSet;
 
 use super::{FaultKind, LadderConfig, Session};
-use crate::broker_sys::{self, BrokerSys, DROPPED};
 use crate::budgets::Budgets;
 use crate::canary::{self, Seen};
 use crate::clock::utc_now;
@@ -37,6 +36,7 @@ use crate::progress::{Phase, Tick};
 use crate::results::*;
 use crate::services::StackServices;
 use crate::stack::{health_delta, ProcSample, StackDriver};
+use crate::transport::broker_sys::{self, BrokerSys, DROPPED};
 use crate::transport::{AckCounts, Transport};
 use crate::verdict;
 

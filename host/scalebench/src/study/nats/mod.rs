@@ -88,8 +88,8 @@ mod core_rows;
 mod delay;
 mod jetstream;
 mod measure;
-mod plan;
-mod record;
+pub mod plan;
+pub mod record;
 
 pub use plan::{CoreSpec, FloodSpec, JsSpec, Plan};
 pub use record::{

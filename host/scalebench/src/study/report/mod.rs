@@ -8,7 +8,7 @@
 //! per section) and [`threats`] (threats to validity). This module holds the
 //! lookups and number formats they share.
 
-use super::nats::{DelayRow, StudyResult, ThroughputRow};
+use crate::study::nats::record::{DelayRow, StudyResult, ThroughputRow};
 
 mod charts;
 mod hypotheses;

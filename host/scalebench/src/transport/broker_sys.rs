@@ -34,11 +34,12 @@ pub struct BrokerSys {
 
 impl BrokerSys {
     /// Subscribe to `$SYS/#` with the generator's own account.
-    pub fn start(cfg: &crate::transport::mqtt::MqttConfig) -> BrokerSys {
-        let mut o = MqttOptions::new(format!("scalebench-sys-{}", std::process::id()), cfg.host.clone(), cfg.port);
+    /// Subscribe to the broker at `host:port` as `login` (user, password).
+    pub fn start(host: &str, port: u16, login: Option<(&str, &str)>) -> BrokerSys {
+        let mut o = MqttOptions::new(format!("scalebench-sys-{}", std::process::id()), host.to_string(), port);
         o.set_keep_alive(Duration::from_secs(30));
-        if let Some(u) = &cfg.username {
-            o.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
+        if let Some((user, password)) = login {
+            o.set_credentials(user.to_string(), password.to_string());
         }
         let (client, mut ev) = AsyncClient::new(o, 64);
         let latest = Arc::new(Mutex::new(BTreeMap::new()));

@@ -1,0 +1,66 @@
+//! Point counts, step lists and durations as users write them (`2.5k`,
+//! `1k,2.5k,5k`, `500ms`, `15m`), parsed with errors in their words.
+
+use std::time::Duration;
+
+/// `10k`, `2.5k`, `1M`, `500` → points.
+pub fn parse_points(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k') | Some('K') => (&t[..t.len() - 1], 1_000.0),
+        Some('m') | Some('M') => (&t[..t.len() - 1], 1_000_000.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{t}` is not a point count (examples: 500, 2.5k, 1M)"))?;
+    let points = (v * mult).round();
+    if !(1.0..=50_000_000.0).contains(&points) {
+        return Err(format!("`{t}` is out of range: a step has between 1 and 50M points"));
+    }
+    Ok(points as u64)
+}
+
+pub fn parse_steps(s: &str) -> Result<Vec<u64>, String> {
+    let steps: Vec<u64> = s.split(',').filter(|x| !x.trim().is_empty()).map(parse_points).collect::<Result<_, _>>()?;
+    if steps.is_empty() {
+        return Err("--steps is empty; give a list such as 1k,2.5k,5k".into());
+    }
+    if steps.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(format!("--steps must increase: {s}"));
+    }
+    Ok(steps)
+}
+
+/// `500ms`, `30s`, `15m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.find(|c: char| c.is_ascii_alphabetic()).map(|i| (&t[..i], &t[i..])).unwrap_or((t, "s"));
+    let v: f64 = num.parse().map_err(|_| format!("`{t}` is not a duration (examples: 500ms, 30s, 15m, 1h)"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        other => return Err(format!("unknown unit `{other}` in `{t}`; use ms, s, m or h")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("`{t}` is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_durations_parse_or_say_why_not() {
+        assert_eq!(parse_steps("1k,2.5k,1M").unwrap(), vec![1000, 2500, 1_000_000]);
+        assert!(parse_steps("1k,abc").unwrap_err().contains("abc"));
+        assert!(parse_steps("2k,1k").unwrap_err().contains("increase"));
+        assert!(parse_steps("").is_err());
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}
