@@ -24,8 +24,11 @@ bench: setup
 	cargo run --release -p scalebench -- gen --bench --model plant-shaped
 
 # The gates CI runs before the tests: formatting and clippy in both
-# workspaces (the host's and the plugins').
+# workspaces (the host's and the plugins'), no import cycle in the host
+# crate, and no core module importing the command line.
 lint:
+	python3 scripts/import-graph.py host/scalebench/src
+	! grep -rn 'crate::cli' host/scalebench/src | grep -v 'src/commands/\|src/cli.rs\|src/lib.rs'
 	cargo fmt --all --check
 	cd plugins && cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings

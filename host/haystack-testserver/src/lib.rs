@@ -7,6 +7,9 @@
 //!
 //! Built on rusty-haystack-core (Zinc/JSON codecs, the entity graph and its
 //! filter engine, SCRAM primitives); the ops are written here.
+//!
+//! (Over 700 lines on purpose: the ops of one small server, each beside its
+//! helpers, in the order the Haystack HTTP spec lists them.)
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

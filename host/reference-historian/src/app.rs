@@ -28,6 +28,9 @@
 //! be at least the broker's per-client in-flight limit
 //! (`max_inflight_messages`), otherwise a full request channel and a full
 //! queue could wait on each other. local-stack configures both.
+//!
+//! (Over 700 lines on purpose: one program whose durability argument — ack
+//! only after commit — reads top to bottom in one file; ~50 lines are tests.)
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,14 +2,21 @@
 //! time-series ingest system.
 //!
 //! The library holds everything; `main.rs` only parses and calls [`run`].
-//! Map of the crate:
-//! - `cli`: the command line (clap derive).
-//! - `catalog`: built-in plugins and resolving `--model`/`--target`/`--probes`.
-//! - `commands/*`: one module per subcommand.
-//! - `output`: writing readings as CSV or JSON lines.
-//! - `format`: numbers as people read them (table, reports, compare, progress).
-//! - `chart`: SVG charts (plotters); `report`: ladder reports; `compare`: runs side by side.
-//! - `progress`: live progress of `run`.
+//! Map of the crate, from the top (see docs/architecture.md):
+//! - `cli` (clap derive) and `commands/*` (one module per subcommand, and
+//!   `commands/stack_start.rs`: the run's stack from its flags). Nothing
+//!   below imports them.
+//! - `ladder/`: the run (config, session, the one-reading check) and
+//!   `ladder/step/` (topology, offer, drain, count, assemble); `verdict`: the
+//!   pass rules; `budgets`: their limits.
+//! - `loadgen` (the producer), `transport/` (MQTT, NATS, HTTP carriers and
+//!   `$SYS`), `stack/` (drivers: local, docker, external with `--watch`),
+//!   `storage`, `canary`, `probes`, `services/` (SQL and HTTP for plugins),
+//!   `prefill/`, `live_safety`, `latency` (HdrHistograms).
+//! - `results` (the result file's schema), `report/`, `compare`, `chart`,
+//!   `progress`, `study/`.
+//! - Bottom: `error`, `clock`, `units`, `format`, `future`, `output`,
+//!   `catalog` (plugins by name), `points`, `hardware`, `guard`.
 
 pub mod atomic_file;
 pub mod budgets;
