@@ -21,6 +21,8 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # Node.js and npm run a third-party Haystack client against the test server.
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+# `make lint` checks the import graph with a small Python script.
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2

@@ -296,3 +296,31 @@ fn a_target_whose_plan_no_stack_provides_gets_an_error_naming_what_is_missing() 
     assert!(e.contains("needs a service named `timescale`") && e.contains("does not provide"), "{e}");
     assert!(!e.contains("panicked") && !e.contains("TransportPlan"), "{e}");
 }
+
+#[test]
+fn a_watched_container_that_is_killed_fails_the_step_naming_it() {
+    images();
+    // A container of the test's own beside an external stack: scalebench
+    // watches it through the engine and never restarts it.
+    let name = format!("scale-watch-test-{}", std::process::id());
+    let started = Command::new("docker")
+        .args(["run", "-d", "--name", &name, "scale-base:bookworm", "sleep", "600"])
+        .output()
+        .expect("docker run");
+    assert!(started.status.success(), "{}", stderr(&started));
+    let _one = crate::ladder::ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (stack, dir, _rt) = crate::honesty::external_stack();
+    let victim = name.clone();
+    let run = crate::external::fault_mid_soak(&stack, dir, &format!("sidecar=docker:{name}"), move || {
+        let k = Command::new("docker").args(["kill", &victim]).output().expect("docker kill");
+        assert!(k.status.success(), "{}", stderr(&k));
+    });
+    let _ = Command::new("docker").args(["rm", "-f", &name]).output();
+    let r = run.result();
+    let s = crate::ladder::step0(&r);
+    assert_eq!(s["status"], "fail", "{}\n{}", s["reasons"], stderr(&run.out));
+    let reasons = s["reasons"].to_string();
+    assert!(reasons.contains("sidecar:") && reasons.contains("killed by signal 9"), "{reasons}");
+    assert_eq!(s["containers"]["sidecar"]["state"], "exited", "{}", s["containers"]);
+    stack.stop();
+}

@@ -4,21 +4,24 @@
 //! the step naming it; with nothing watched the ladder climbs too and the
 //! ceiling says "health not watched" (never a plain pass).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
 use crate::honesty::external_stack;
 use crate::ladder::*;
 
-fn historian_pid(stack: &local_stack::LocalStack) -> u32 {
+pub(crate) fn historian_pid(stack: &local_stack::LocalStack) -> u32 {
     stack.pids().into_iter().find(|(s, _)| *s == local_stack::Service::Historian).expect("the historian runs").1
 }
 
 /// `run` of the baler against `stack` as an external one: default interval
 /// (5 s), a 2 s warm-up and a 10 s soak per step, `extra` on top.
-fn external_run(stack: &local_stack::LocalStack, dir: &tempfile::TempDir, extra: &[&str]) -> Command {
+pub(crate) fn external_run(stack: &local_stack::LocalStack, dir: &tempfile::TempDir, extra: &[&str]) -> Command {
     let mut c = Command::new(bin());
     c.args(["run", "--target", "baler", "--model", "plant-shaped", "--warmup", "2s", "--soak", "10s"])
         .args(["--sample-every", "5s", "--stack", "external"])
@@ -67,13 +70,15 @@ fn an_external_stack_with_its_historian_watched_climbs_to_a_ceiling() {
     stack.stop();
 }
 
-#[test]
-fn a_sigkill_of_the_watched_historian_fails_the_step_naming_it() {
-    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (stack, dir, _rt) = external_stack();
-    let pid = historian_pid(&stack);
-    let watch = format!("historian=pid:{pid}");
-    let mut child = external_run(&stack, &dir, &["--steps", "1k", "--drain-timeout", "30s", "--watch", &watch])
+/// Run one 1k step against `stack` with `watch`, call `fault` 3 s into
+/// the soak, and return the run (its drain bounded at 30 s).
+pub(crate) fn fault_mid_soak(
+    stack: &local_stack::LocalStack,
+    dir: tempfile::TempDir,
+    watch: &str,
+    fault: impl FnOnce(),
+) -> Run {
+    let mut child = external_run(stack, &dir, &["--steps", "1k", "--drain-timeout", "30s", "--watch", watch])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -90,17 +95,70 @@ fn a_sigkill_of_the_watched_historian_fails_the_step_naming_it() {
     }
     assert!(seen.contains("phase: soak"), "the run never reached its soak:\n{seen}");
     std::thread::sleep(Duration::from_secs(3));
-    // The stack is the test's, not scalebench's: nobody brings it back.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    fault();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
-    let run = Run { out: std::process::Output { status, stdout: vec![], stderr: vec![] }, dir };
+    Run { out: std::process::Output { status, stdout: vec![], stderr: (seen + &rest.join("\n")).into_bytes() }, dir }
+}
+
+#[test]
+fn a_sigkill_of_the_watched_historian_fails_the_step_naming_it() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (stack, dir, _rt) = external_stack();
+    let pid = historian_pid(&stack);
+    // The stack is the test's, not scalebench's: nobody brings it back.
+    let run = fault_mid_soak(&stack, dir, &format!("historian=pid:{pid}"), || unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    });
     let r = run.result();
     let s = step0(&r);
-    assert_eq!(s["status"], "fail", "{}\n{}", s["reasons"], rest.join("\n"));
+    assert_eq!(s["status"], "fail", "{}\n{}", s["reasons"], stderr(&run.out));
     let reasons = s["reasons"].to_string();
     assert!(reasons.contains("historian:") && reasons.contains(&format!("process {pid} is gone")), "{reasons}");
     assert_eq!(r["max_passing_points"], serde_json::Value::Null);
+    stack.stop();
+}
+
+/// A health endpoint the test owns: 200 while `up`, 503 otherwise.
+fn health_server(up: Arc<AtomicBool>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let answer: &[u8] = if up.load(Ordering::Relaxed) {
+                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+            } else {
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\nconnection: close\r\n\r\ndown"
+            };
+            let _ = c.write_all(answer);
+        }
+    });
+    port
+}
+
+#[test]
+fn a_watched_health_url_that_goes_down_fails_the_step_naming_the_outage() {
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (stack, dir, _rt) = external_stack();
+    let up = Arc::new(AtomicBool::new(true));
+    let port = health_server(up.clone());
+    let flag = up.clone();
+    let run = fault_mid_soak(&stack, dir, &format!("api=url:http://127.0.0.1:{port}/health"), move || {
+        // Down for 3 s, then back: one outage.
+        flag.store(false, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_secs(3));
+        flag.store(true, Ordering::Relaxed);
+    });
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}\n{}", s["reasons"], stderr(&run.out));
+    let reasons = s["reasons"].to_string();
+    assert!(reasons.contains("api:") && reasons.contains("failed at") && reasons.contains("HTTP 503"), "{reasons}");
+    assert!(reasons.contains("answered again after"), "the outage's end is recorded: {reasons}");
+    assert_eq!(s["containers"]["api"]["restarts"], 1, "{}", s["containers"]);
     stack.stop();
 }
 
