@@ -214,13 +214,24 @@ fn pump(mut from: TcpStream, mut to: TcpStream, limit: Option<(Arc<Mutex<Instant
 
 /// A local stack started by the test, driven by scalebench as an external one.
 pub(crate) fn external_stack() -> (local_stack::LocalStack, tempfile::TempDir, tokio::runtime::Runtime) {
-    let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let mut opts = local_stack::StackOptions::for_tests(dir.path().join("stack")).unwrap();
-    opts.historian.bin = Some(bin());
-    opts.historian.leading_args = vec!["reference-historian".into()];
-    let stack = rt.block_on(local_stack::LocalStack::start(opts)).expect("start the stack");
-    (stack, dir, rt)
+    // Free ports are picked, then bound: another test may take one in
+    // between. A port taken is tried again on fresh ports; anything else fails.
+    let mut attempt = 0;
+    loop {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = local_stack::StackOptions::for_tests(dir.path().join("stack")).unwrap();
+        opts.historian.bin = Some(bin());
+        opts.historian.leading_args = vec!["reference-historian".into()];
+        match rt.block_on(local_stack::LocalStack::start(opts)) {
+            Ok(stack) => return (stack, dir, rt),
+            Err(e @ local_stack::StackError::PortTaken { .. }) if attempt < 3 => {
+                eprintln!("external stack: {e}; trying other ports");
+                attempt += 1;
+            }
+            Err(e) => panic!("start the stack: {e}"),
+        }
+    }
 }
 
 /// `run` of the baler target against `stack` driven as an external one, its
