@@ -1,18 +1,22 @@
 # The two commands a new user needs:
 #   make run    the main job: a short load ladder against the built-in local stack
 #   make test   every test (real mosquitto, PostgreSQL, NATS and WebAssembly plugins)
-# Both install what is missing first (scripts/setup.sh).
+# Both install what is missing first (scripts/setup.sh): `make run` only
+# what a run needs (mosquitto, PostgreSQL, the wasm target), `make test` the rest.
 
 CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CARGO_TARGET_DIR
 RUN_ARGS ?= --steps 1k,2.5k --warmup 10s --soak 30s
 
-.PHONY: setup run test bench lint
+.PHONY: setup setup-run run test bench lint
 
 setup:
 	./scripts/setup.sh
 
-run: setup
+setup-run:
+	./scripts/setup.sh --run
+
+run: setup-run
 	cargo run --release -p scalebench -- run --target baler --model plant-shaped $(RUN_ARGS)
 
 test: setup

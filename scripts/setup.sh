@@ -5,13 +5,21 @@
 # the report tests). Idempotent and quick when everything is there. Starts no
 # service: scalebench starts its own on 2xxxx loopback ports and stops them
 # after (scripts/dockerd.sh starts a Docker engine for the Docker tests).
+#
+# `scripts/setup.sh --run` installs only what `scalebench run` against the
+# built-in local stack needs (mosquitto, PostgreSQL, the wasm32-wasip2
+# target): what `make run` uses. Without it: everything the tests need.
 set -euo pipefail
+
+only_run=0
+[ "${1:-}" = "--run" ] && only_run=1
 
 need_apt=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+if [ "$only_run" -eq 0 ]; then
 command -v mosquitto_pub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # Docker stacks (--stack docker) and their tests: the engine, and debootstrap
 # for the images (no registry is needed).
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
@@ -23,6 +31,7 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # `make lint` checks the import graph with a small Python script.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
@@ -45,6 +54,7 @@ fi
 # The Haystack client packages (host/haystack-testserver/tests/nclient/package.json,
 # exact versions), installed outside the clone so no node_modules ever lands
 # in it; the test looks in the same place.
+[ "$only_run" -eq 1 ] && exit 0
 node_dir="${SCALEBENCH_NODE_DIR:-/var/tmp/scalebench-node}"
 node_pkg="$(readlink -f "$(dirname "$0")/../host/haystack-testserver/tests/nclient/package.json")"
 # Prints the packages whose installed version is not the one asked for.
