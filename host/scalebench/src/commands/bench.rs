@@ -21,6 +21,7 @@ use crate::commands::gen_bench::group;
 use crate::hardware;
 use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive};
 use crate::transport::mqtt::{MqttConfig, MqttTransport};
+use crate::transport::Transport as _;
 
 struct Mosquitto {
     child: Child,
@@ -223,7 +224,7 @@ fn generator_arm(
     let rss_before = hardware::self_rss_bytes();
     let (mut arm, offered) = tokio_rt.block_on(async {
         let transport = MqttTransport::start(&cfg);
-        transport.live.no_latency.store(!record_latency, Ordering::Relaxed);
+        transport.live().no_latency.store(!record_latency, Ordering::Relaxed);
         let senders = transport.senders();
         let live = Arc::new(ProducerLive::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -248,7 +249,7 @@ fn generator_arm(
         // producer starts on a whole second, up to 1.2 s after spawning).
         wait_for_first_reading(&live).await;
         let (t0, acked0, cpu0) =
-            (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed), hardware::self_cpu_seconds());
+            (Instant::now(), transport.live().readings_acked.load(Ordering::Relaxed), hardware::self_cpu_seconds());
         let end = t0 + Duration::from_secs_f64(seconds);
         let stall_at = stall.map(|d| (t0 + Duration::from_secs_f64(seconds / 3.0), d));
         let mut frozen = false;
@@ -268,7 +269,7 @@ fn generator_arm(
         if frozen {
             freeze(broker.child.id(), false);
         }
-        let acked = transport.live.readings_acked.load(Ordering::Relaxed) - acked0;
+        let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
         let wall_s = t0.elapsed().as_secs_f64();
         let cpu_s = hardware::self_cpu_seconds() - cpu0;
         let peak = hardware::self_peak_rss_bytes();
@@ -534,9 +535,9 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                 // producer starts on a whole second) and lasts `seconds`, while
                 // the producer still runs.
                 wait_for_first_reading(&live).await;
-                let (t0, acked0) = (Instant::now(), transport.live.readings_acked.load(Ordering::Relaxed));
+                let (t0, acked0) = (Instant::now(), transport.live().readings_acked.load(Ordering::Relaxed));
                 tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-                let acked = transport.live.readings_acked.load(Ordering::Relaxed) - acked0;
+                let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
                 let wall = t0.elapsed().as_secs_f64();
                 stop.store(true, Ordering::Relaxed);
                 while !producer.is_finished() {

@@ -21,6 +21,7 @@ use hyper_util::rt::TokioExecutor;
 use crate::cli::{HttpBenchArgs, PluginOptions};
 use crate::services::StackServices;
 use crate::transport::http::{AdapterRules, HttpConfig, HttpTransport};
+use crate::transport::Transport as _;
 use crate::transport::{Carries, Message};
 
 /// The adapter's service name for the server (its `service` param's default).

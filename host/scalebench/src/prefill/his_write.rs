@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::{err, ms_to_utc, window, Destination, MoreAdapters, Progress, Report, Spec, CHUNK_ROWS};
 use crate::loadgen::{check_encoded, split_encoded};
 use crate::transport::http::{AdapterRules, HttpConfig, HttpTransport};
+use crate::transport::Transport as _;
 use crate::transport::{AckCounts, Carries, Message};
 
 /// Readings asked of the model and the adapter per call.

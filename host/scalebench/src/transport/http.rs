@@ -32,8 +32,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
+use super::pool::Pool;
 use super::Live;
 use super::{AckCounts, Batch, Carries, Message};
 use crate::clock::now_ms;
@@ -124,16 +124,10 @@ pub fn url_for(bases: &BTreeMap<String, String>, address: &str) -> Result<String
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-struct Conn {
-    tx: mpsc::Sender<Batch>,
-    task: JoinHandle<()>,
-    counts: Arc<Mutex<AckCounts>>,
-    in_flight: Arc<AtomicU64>,
-}
-
 pub struct HttpTransport {
-    conns: Vec<Conn>,
-    pub live: Arc<Live>,
+    pool: Pool,
+    /// Requests in flight per connection (what is lost if the drain ends first).
+    in_flight: Vec<Arc<AtomicU64>>,
 }
 
 /// Headers per address, shared by a transport's connection tasks.
@@ -154,28 +148,15 @@ impl HttpTransport {
             .pool_max_idle_per_host(cfg.window.max(1) * cfg.connections.max(1) as usize)
             .build_http();
         let shared = Arc::new(Shared { cfg: cfg.clone(), client, headers: HeaderCache::default(), live: live.clone() });
-        let mut conns = Vec::new();
+        let mut pool = Pool::new(live.clone());
+        let mut in_flight = Vec::new();
         for _ in 0..cfg.connections.max(1) {
-            let (tx, rx) = mpsc::channel::<Batch>(cfg.channel_batches.max(1));
-            let counts = Arc::new(Mutex::new(AckCounts::default()));
-            let in_flight = Arc::new(AtomicU64::new(0));
-            let task = tokio::spawn(run_connection(shared.clone(), rx, counts.clone(), in_flight.clone()));
-            conns.push(Conn { tx, task, counts, in_flight });
+            let (shared, n) = (shared.clone(), Arc::new(AtomicU64::new(0)));
+            in_flight.push(n.clone());
+            pool.open(cfg.channel_batches, |rx, counts| tokio::spawn(run_connection(shared, rx, counts, n)));
         }
         live.connected.store(cfg.connections.max(1) as u64, Ordering::Relaxed);
-        HttpTransport { conns, live }
-    }
-
-    pub fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
-        self.conns.iter().map(|c| c.tx.clone()).collect()
-    }
-
-    pub fn counts(&self) -> AckCounts {
-        let mut all = AckCounts::default();
-        for c in &self.conns {
-            all.merge(&c.counts.lock().unwrap());
-        }
-        all
+        HttpTransport { pool, in_flight }
     }
 
     /// Stop taking batches, let the requests in flight answer until
@@ -183,13 +164,13 @@ impl HttpTransport {
     pub async fn finish(self, drain: Duration) -> AckCounts {
         let deadline = tokio::time::Instant::now() + drain;
         let mut all = AckCounts::default();
-        for c in self.conns {
+        for (c, in_flight) in self.pool.conns.into_iter().zip(self.in_flight) {
             drop(c.tx);
             let mut task = c.task;
             let timed_out = tokio::time::timeout_at(deadline, &mut task).await.is_err();
             if timed_out {
                 task.abort();
-                c.counts.lock().unwrap().lost_in_flight += c.in_flight.load(Ordering::Relaxed);
+                c.counts.lock().unwrap().lost_in_flight += in_flight.load(Ordering::Relaxed);
             }
             let mut counts = c.counts.lock().unwrap();
             if !timed_out {
@@ -403,17 +384,8 @@ impl super::Carrier for HttpCarrier {
 }
 
 impl super::Transport for HttpTransport {
-    fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
-        HttpTransport::senders(self)
-    }
-    fn counts(&self) -> AckCounts {
-        HttpTransport::counts(self)
-    }
-    fn live(&self) -> &Arc<Live> {
-        &self.live
-    }
-    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
-        None
+    fn pool(&self) -> &Pool {
+        &self.pool
     }
     fn finish(self: Box<Self>, drain: Duration) -> super::BoxFuture<'static, AckCounts> {
         Box::pin(HttpTransport::finish(*self, drain))

@@ -9,6 +9,7 @@ pub mod http;
 pub mod mqtt;
 pub mod mqtt_wire;
 pub mod nats;
+pub mod pool;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -262,14 +263,24 @@ pub use crate::future::BoxFuture;
 /// One step's open connections to the SUT, whichever kind: MQTT, NATS …
 /// (the seam a new target kind implements once).
 pub trait Transport: Send + Sync {
+    /// The connections and live counters ([`pool::Pool`]).
+    fn pool(&self) -> &pool::Pool;
     /// Senders, one per connection, for the producer.
-    fn senders(&self) -> Vec<tokio::sync::mpsc::Sender<Batch>>;
+    fn senders(&self) -> Vec<tokio::sync::mpsc::Sender<Batch>> {
+        self.pool().senders()
+    }
     /// Counts so far (a snapshot).
-    fn counts(&self) -> AckCounts;
+    fn counts(&self) -> AckCounts {
+        self.pool().counts()
+    }
     /// Live counters for progress and samples.
-    fn live(&self) -> &Arc<Live>;
+    fn live(&self) -> &Arc<Live> {
+        &self.pool().live
+    }
     /// Canary seq -> time its ack arrived (ms), where an ack means "stored".
-    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>>;
+    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
+        None
+    }
     /// Stop taking batches, send what is queued, wait up to `drain` for the
     /// last acks; the final counts.
     fn finish(self: Box<Self>, drain: std::time::Duration) -> BoxFuture<'static, AckCounts>;

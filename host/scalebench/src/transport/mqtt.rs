@@ -19,9 +19,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
-use tokio::task::JoinHandle;
 
 use super::mqtt_wire::{self, Incoming};
+use super::pool::Pool;
 use super::{note_error, AckCounts, Batch, Carries};
 use crate::latency::Timing;
 
@@ -181,15 +181,8 @@ impl Inflight {
     }
 }
 
-struct Conn {
-    tx: mpsc::Sender<Batch>,
-    task: JoinHandle<()>,
-    counts: Arc<Mutex<AckCounts>>,
-}
-
 pub struct MqttTransport {
-    conns: Vec<Conn>,
-    pub live: Arc<Live>,
+    pool: Pool,
     shutdown: Arc<AtomicBool>,
 }
 
@@ -199,45 +192,26 @@ impl MqttTransport {
         let live = Arc::new(Live::default());
         let shutdown = Arc::new(AtomicBool::new(false));
         let cfg = Arc::new(cfg.clone());
-        let mut conns = Vec::new();
+        let mut pool = Pool::new(live.clone());
         for i in 0..cfg.connections.max(1) {
-            let (tx, rx) = mpsc::channel::<Batch>(cfg.channel_batches.max(1));
-            let counts = Arc::new(Mutex::new(AckCounts::default()));
-            let task = tokio::spawn(run_connection(
-                cfg.clone(),
-                format!("{}-{i}", cfg.client_id_prefix),
-                rx,
-                counts.clone(),
-                live.clone(),
-                shutdown.clone(),
-            ));
-            conns.push(Conn { tx, task, counts });
+            let (cfg, live, shutdown) = (cfg.clone(), live.clone(), shutdown.clone());
+            let client_id = format!("{}-{i}", cfg.client_id_prefix);
+            pool.open(cfg.channel_batches, |rx, counts| {
+                tokio::spawn(run_connection(cfg, client_id, rx, counts, live, shutdown))
+            });
         }
-        MqttTransport { conns, live, shutdown }
+        MqttTransport { pool, shutdown }
     }
 
     pub fn connections(&self) -> usize {
-        self.conns.len()
-    }
-
-    /// Senders, one per connection, for the producer.
-    pub fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
-        self.conns.iter().map(|c| c.tx.clone()).collect()
-    }
-
-    /// Counts so far (a snapshot).
-    pub fn counts(&self) -> AckCounts {
-        let mut all = AckCounts::default();
-        for c in &self.conns {
-            all.merge(&c.counts.lock().unwrap());
-        }
-        all
+        self.pool.conns.len()
     }
 
     /// Stop accepting batches, send what is queued, wait up to `drain` for
     /// the remaining PUBACKs, then disconnect. Returns the final counts.
     pub async fn finish(self, drain: Duration) -> AckCounts {
-        let MqttTransport { conns, live: _, shutdown } = self;
+        let MqttTransport { pool, shutdown } = self;
+        let conns = pool.conns;
         let mut rest = Vec::new();
         for c in conns {
             drop(c.tx);
@@ -306,17 +280,8 @@ impl super::Carrier for MqttCarrier {
 }
 
 impl super::Transport for MqttTransport {
-    fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
-        MqttTransport::senders(self)
-    }
-    fn counts(&self) -> AckCounts {
-        MqttTransport::counts(self)
-    }
-    fn live(&self) -> &Arc<Live> {
-        &self.live
-    }
-    fn canary_acks(&self) -> Option<std::collections::BTreeMap<u64, i64>> {
-        None
+    fn pool(&self) -> &Pool {
+        &self.pool
     }
     fn finish(self: Box<Self>, drain: Duration) -> super::BoxFuture<'static, AckCounts> {
         Box::pin(MqttTransport::finish(*self, drain))

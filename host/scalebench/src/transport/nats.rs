@@ -22,8 +22,8 @@ use async_nats::jetstream;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
+use super::pool::Pool;
 use super::Live;
 use super::{note_error, AckCounts, Batch, Carries};
 use crate::clock::now_ms;
@@ -137,15 +137,8 @@ pub async fn stream_state(client: &async_nats::Client, name: &str) -> Option<(u6
     Some((info.state.messages, info.config.max_messages))
 }
 
-struct Conn {
-    tx: mpsc::Sender<Batch>,
-    task: JoinHandle<()>,
-    counts: Arc<Mutex<AckCounts>>,
-}
-
 pub struct NatsTransport {
-    conns: Vec<Conn>,
-    pub live: Arc<Live>,
+    pool: Pool,
     shutdown: Arc<AtomicBool>,
     /// Canary seq -> ack time (ms), JetStream only.
     pub canary_acks: Arc<Mutex<BTreeMap<u64, i64>>>,
@@ -156,38 +149,20 @@ impl NatsTransport {
         let live = Arc::new(Live::default());
         let shutdown = Arc::new(AtomicBool::new(false));
         let canary_acks = Arc::new(Mutex::new(BTreeMap::new()));
-        let mut conns = Vec::new();
+        let mut pool = Pool::new(live.clone());
         for _ in 0..cfg.connections.max(1) {
             let client = connect(&cfg.urls).await?;
-            let (tx, rx) = mpsc::channel::<Batch>(cfg.channel_batches.max(1));
-            let counts = Arc::new(Mutex::new(AckCounts::default()));
-            let task = tokio::spawn(run_connection(
-                client,
-                cfg.jetstream_window,
-                rx,
-                counts.clone(),
-                live.clone(),
-                canary_acks.clone(),
-            ));
-            conns.push(Conn { tx, task, counts });
+            let (window, live, acks) = (cfg.jetstream_window, live.clone(), canary_acks.clone());
+            pool.open(cfg.channel_batches, |rx, counts| {
+                tokio::spawn(run_connection(client, window, rx, counts, live, acks))
+            });
         }
-        Ok(NatsTransport { conns, live, shutdown, canary_acks })
-    }
-
-    pub fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
-        self.conns.iter().map(|c| c.tx.clone()).collect()
-    }
-
-    pub fn counts(&self) -> AckCounts {
-        let mut all = AckCounts::default();
-        for c in &self.conns {
-            all.merge(&c.counts.lock().unwrap());
-        }
-        all
+        Ok(NatsTransport { pool, shutdown, canary_acks })
     }
 
     pub async fn finish(self, drain: Duration) -> AckCounts {
-        let NatsTransport { conns, shutdown, .. } = self;
+        let NatsTransport { pool, shutdown, .. } = self;
+        let conns = pool.conns;
         let mut all = AckCounts::default();
         let deadline = tokio::time::Instant::now() + drain;
         for c in conns {
@@ -249,14 +224,8 @@ impl super::Carrier for JetStreamCarrier {
 }
 
 impl super::Transport for NatsTransport {
-    fn senders(&self) -> Vec<mpsc::Sender<Batch>> {
-        NatsTransport::senders(self)
-    }
-    fn counts(&self) -> AckCounts {
-        NatsTransport::counts(self)
-    }
-    fn live(&self) -> &Arc<Live> {
-        &self.live
+    fn pool(&self) -> &Pool {
+        &self.pool
     }
     fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
         Some(self.canary_acks.lock().unwrap().clone())
