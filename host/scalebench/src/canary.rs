@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use plugin_runtime::TargetAdapter;
 
-use crate::loadgen::{now_ms, ProducerLive};
+use crate::clock::now_ms;
+use crate::loadgen::ProducerLive;
 use crate::results::Lag;
 
 pub const POLL: Duration = Duration::from_millis(200);

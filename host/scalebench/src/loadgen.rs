@@ -25,7 +25,7 @@ use plugin_runtime::types::Readings;
 use plugin_runtime::{PluginError, TargetAdapter, ValueModel};
 use tokio::sync::mpsc;
 
-pub use crate::clock::now_ms;
+use crate::clock::now_ms;
 use crate::transport::{Batch, Carries, Message};
 
 pub const CANARY_EVERY: Duration = Duration::from_secs(2);

@@ -213,7 +213,11 @@ fn generator_arm(
     adapter.configure("{}")?;
     let addresses = crate::points::address_table(&mut model, &mut adapter, 1, points as u32)?;
     let sample_payload = {
-        let r = plugin_runtime::types::Readings { points: vec![0], values: vec![21.5], ts_ms: vec![loadgen::now_ms()] };
+        let r = plugin_runtime::types::Readings {
+            points: vec![0],
+            values: vec![21.5],
+            ts_ms: vec![crate::clock::now_ms()],
+        };
         adapter.encode(&r)?.payload
     };
     let mut cfg = MqttConfig::new("127.0.0.1", broker.port);
@@ -477,7 +481,11 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
     let tags = model.tags(1, 0, points as u32)?;
     let addresses: Vec<Arc<str>> = adapter.addresses(&tags)?.into_iter().map(|a| Arc::from(a.as_str())).collect();
     let payload = {
-        let r = plugin_runtime::types::Readings { points: vec![0], values: vec![21.5], ts_ms: vec![loadgen::now_ms()] };
+        let r = plugin_runtime::types::Readings {
+            points: vec![0],
+            values: vec![21.5],
+            ts_ms: vec![crate::clock::now_ms()],
+        };
         bytes::Bytes::from(adapter.encode(&r)?.payload)
     };
     let mut plugins = Some(Plugins { model, adapter });

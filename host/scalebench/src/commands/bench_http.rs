@@ -97,7 +97,7 @@ fn bodies(
     let topology: Vec<(String, Bytes)> =
         adapter.topology(&tags)?.into_iter().map(|m| (m.address, Bytes::from(m.payload))).collect();
     let mut writes = Vec::with_capacity(args.messages);
-    let start_ms = crate::loadgen::now_ms() - 3_600_000;
+    let start_ms = crate::clock::now_ms() - 3_600_000;
     let mut sample = 0i64;
     while writes.len() < args.messages {
         let values = model.sample(1, 0, points, sample as u64)?;

@@ -14,7 +14,7 @@ use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
 use crate::stack::{self, ServiceKind, StackDriver};
 
-pub use crate::units::{parse_duration, parse_points, parse_steps};
+use crate::units::{parse_duration, parse_steps};
 
 /// The default ladder: the original Baler scale-test plan's, with smaller first steps on small hosts.
 pub fn default_steps(nproc: usize) -> Vec<u64> {
