@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use plugin_runtime::TargetAdapter;
-
 use crate::clock::now_ms;
 use crate::loadgen::ProducerLive;
 use crate::results::Lag;
+use crate::target::Adapter;
 
 pub const POLL: Duration = Duration::from_millis(200);
 
@@ -25,7 +24,7 @@ pub struct Seen {
 
 /// Poll until `stop`; results accumulate in `seen`.
 pub fn poll(
-    adapter: Arc<Mutex<TargetAdapter>>,
+    adapter: Arc<Mutex<dyn Adapter>>,
     live: Arc<ProducerLive>,
     first_seq: u64,
     seen: Arc<Mutex<Seen>>,

@@ -50,6 +50,7 @@ pub mod stack;
 pub mod storage;
 pub mod storage_cost;
 pub mod study;
+pub mod target;
 pub mod transport;
 pub mod units;
 pub mod verdict;

@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use plugin_runtime::types::Readings;
-use plugin_runtime::{PluginError, TargetAdapter, ValueModel};
+use plugin_runtime::PluginError;
 use tokio::sync::mpsc;
 
 use crate::clock::now_ms;
+use crate::target::{Adapter, Model};
 use crate::transport::{Batch, Carries, Message};
 
 pub const CANARY_EVERY: Duration = Duration::from_secs(2);
@@ -89,8 +90,8 @@ pub struct ProducerReport {
 
 /// Plugins travel into the producer thread and back.
 pub struct Plugins {
-    pub model: ValueModel,
-    pub adapter: TargetAdapter,
+    pub model: Box<dyn Model>,
+    pub adapter: Box<dyn Adapter>,
 }
 
 /// Readings the schedule holds for `n` points every `interval_ms` over
@@ -201,7 +202,7 @@ pub fn produce(
                     (first..last).map(|p| interval_start_ms + ((p * interval_ms) / n) as i64).collect();
                 let readings = Readings { points, values, ts_ms };
                 let enc = plugins.adapter.encode(&readings)?;
-                check_encoded(&plugins.adapter, &enc, addresses.len(), readings.points.len())?;
+                check_encoded(plugins.adapter.name(), &enc, addresses.len(), readings.points.len())?;
                 split_encoded(enc, &readings, addresses, slot_start_ms, |tag, m, carries| {
                     let (batch, carried) = &mut batches[(tag as u64 % conns) as usize];
                     batch.push(m);
@@ -379,13 +380,12 @@ pub fn split_encoded(
 }
 
 pub fn check_encoded(
-    adapter: &TargetAdapter,
+    plugin: &str,
     enc: &plugin_runtime::adapter_types::EncodedBatch,
     addresses: usize,
     readings: usize,
 ) -> Result<(), PluginError> {
-    let bad =
-        |why: String| PluginError::Contract { plugin: adapter.name().to_string(), call: "encode".into(), problem: why };
+    let bad = |why: String| PluginError::Contract { plugin: plugin.to_string(), call: "encode".into(), problem: why };
     if enc.address_of.len() != enc.ends.len() {
         return Err(bad(format!("address-of has {} entries but ends has {}", enc.address_of.len(), enc.ends.len())));
     }
@@ -411,7 +411,7 @@ pub fn check_encoded(
 
 /// Send topology messages for new points through the transport and count them.
 pub fn topology_messages(
-    adapter: &mut TargetAdapter,
+    adapter: &mut dyn Adapter,
     new_points: &[plugin_runtime::types::TagInfo],
 ) -> Result<Vec<Message>, PluginError> {
     Ok(adapter

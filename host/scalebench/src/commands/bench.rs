@@ -245,7 +245,7 @@ fn generator_arm(
         let producer = {
             let (live, stop) = (live.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut plugins = Plugins { model, adapter };
+                let mut plugins = Plugins { model: Box::new(model), adapter: Box::new(adapter) };
                 loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop)
             })
         };
@@ -488,7 +488,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
         };
         bytes::Bytes::from(adapter.encode(&r)?.payload)
     };
-    let mut plugins = Some(Plugins { model, adapter });
+    let mut plugins = Some(Plugins { model: Box::new(model), adapter: Box::new(adapter) });
 
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let mut rows = Vec::new();

@@ -33,6 +33,8 @@ use crate::stack::StackDriver;
 use crate::transport::CarrierOptions;
 
 pub mod config;
+#[cfg(test)]
+pub(crate) mod fake;
 mod reading_check;
 mod session;
 pub(crate) mod step;
@@ -159,8 +161,8 @@ pub async fn run(
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 
     let mut session = Session {
-        model: Some(model),
-        encoder: Some(encoder),
+        model: Some(Box::new(model)),
+        encoder: Some(Box::new(encoder)),
         counter,
         canary,
         probe_set,

@@ -3,20 +3,21 @@
 
 use std::sync::{Arc, Mutex};
 
-use plugin_runtime::{ProbeSet, TargetAdapter, ValueModel};
+use plugin_runtime::ProbeSet;
 
 use crate::live_safety;
 use crate::storage::StoredCount;
+use crate::target::{Adapter, Model};
 use crate::transport::Carrier;
 
 /// Everything that lives across steps.
 pub(crate) struct Session {
-    pub model: Option<ValueModel>,
-    pub encoder: Option<TargetAdapter>,
-    /// Stored counts, write counters, stats.
-    pub counter: Arc<Mutex<TargetAdapter>>,
+    pub model: Option<Box<dyn Model>>,
+    pub encoder: Option<Box<dyn Adapter>>,
+    /// Learns the run's points, reads stats.
+    pub counter: Arc<Mutex<dyn Adapter>>,
     /// Canary polling, on its own connection.
-    pub canary: Arc<Mutex<TargetAdapter>>,
+    pub canary: Arc<Mutex<dyn Adapter>>,
     pub probe_set: Option<ProbeSet>,
     pub addresses: Vec<Arc<str>>,
     /// The run's points so far, compactly.

@@ -339,7 +339,8 @@ fn chunk_messages(
                 }
             }
             let enc = adapter.encode(&readings).map_err(crate::catalog::user_error)?;
-            check_encoded(adapter, &enc, addresses.len(), readings.points.len()).map_err(crate::catalog::user_error)?;
+            check_encoded(adapter.name(), &enc, addresses.len(), readings.points.len())
+                .map_err(crate::catalog::user_error)?;
             split_encoded(enc, &readings, addresses, crate::clock::now_ms(), |_, m, _| out.push(m));
             b0 += b;
         }

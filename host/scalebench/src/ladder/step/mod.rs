@@ -44,6 +44,8 @@ use crate::verdict;
 mod assemble;
 mod count;
 mod drain;
+#[cfg(test)]
+mod honesty;
 mod offer;
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,7 @@ pub(super) async fn send_topology(
         let new_tags = model.tags(env.cfg.seed, at as u32, n as u32)?;
         let addrs = encoder.addresses(&new_tags)?;
         session.addresses.extend(addrs.into_iter().map(|a| Arc::<str>::from(a.as_str())));
-        let messages = loadgen::topology_messages(encoder, &new_tags)?;
+        let messages = loadgen::topology_messages(&mut **encoder, &new_tags)?;
         session.tags.extend(&new_tags);
         // The counting adapter learns the run's points too: stored counts are
         // limited to them, so another writer's rows never hide a loss.

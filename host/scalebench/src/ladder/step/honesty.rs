@@ -1,0 +1,145 @@
+//! The honesty rules as fast tests: one real step against the in-memory SUT
+//! (`ladder::fake`), a fault injected, and the verdict reporting exactly
+//! what was injected. Each test fails if its rule is taken out of
+//! `verdict.rs`; all run at the `run` command's default connections and
+//! in-flight window. The real-service calibration tests (tests/honesty.rs
+//! and others) do the same against mosquitto, PostgreSQL and NATS.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ladder::fake::{run_step, Setup, Sut, BROKER};
+use crate::ladder::{Fault, FaultKind};
+use crate::results::{Status, StepResult};
+
+fn show(step: &StepResult) -> String {
+    format!("{:?}: {:#?}", step.status, step.reasons)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sut_that_keeps_up_passes_with_everything_stored() {
+    let sut = Arc::new(Sut::new());
+    let step = run_step(sut.clone(), Setup::default()).await;
+    assert_eq!(step.status, Status::Pass, "{}", show(&step));
+    assert!(step.ingest.acked > 0);
+    assert_eq!(step.ingest.stored, step.ingest.acked);
+    assert_eq!(step.lag.lost, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_6s_freeze_fails_as_a_stall_with_the_same_reason_at_any_window() {
+    let freeze = || {
+        vec![Fault {
+            service: BROKER.into(),
+            after: Duration::from_secs(2),
+            kind: FaultKind::Freeze(Duration::from_secs(6)),
+        }]
+    };
+    let run = |connections: u32, inflight: u16| {
+        let setup = Setup { soak: Duration::from_secs(8), connections, inflight, faults: freeze(), ..Setup::default() };
+        run_step(Arc::new(Sut::new()), setup)
+    };
+    // The default window, a small one and the largest: the verdict must not
+    // depend on scalebench's own buffers.
+    let (default, small, large) = tokio::join!(run(4, 4096), run(2, 64), run(8, 65535));
+    for step in [&default, &small, &large] {
+        assert_eq!(step.status, Status::Fail, "{}", show(step));
+        assert!(
+            step.reasons[0].starts_with("stall: the SUT acknowledged nothing for"),
+            "the stall leads: {}",
+            show(step)
+        );
+        let silent = step.ack_latency.longest_silence_s.unwrap();
+        assert!((5.5..7.5).contains(&silent), "the 6 s freeze measured as {silent} s");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_throttled_to_half_the_rate_fails_as_pushback_and_loses_nothing() {
+    let sut = Arc::new(Sut { rate_limit: Some(1_000.0), ..Sut::new() });
+    let step = run_step(sut.clone(), Setup::default()).await;
+    assert_eq!(step.status, Status::Fail, "{}", show(&step));
+    let pushback = step.reasons.iter().find(|r| r.starts_with("pushback: the SUT accepted")).unwrap_or_else(|| {
+        panic!("pushback named: {}", show(&step));
+    });
+    assert!(pushback.contains("of the 2000/s target"), "{pushback}");
+    let achieved = step.generator.achieved_rps;
+    assert!((850.0..1_150.0).contains(&achieved), "the throttle (1,000/s) measured as {achieved}/s");
+    assert!(step.reasons.iter().all(|r| !r.starts_with("data loss")), "{}", show(&step));
+    assert_eq!(step.ingest.stored, step.ingest.acked);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_reading_in_50_dropped_fails_as_data_loss_counting_exactly_the_dropped() {
+    let sut = Arc::new(Sut { drop_every: Some(50), ..Sut::new() });
+    let step = run_step(sut.clone(), Setup::default()).await;
+    let dropped = sut.dropped.load(Ordering::Relaxed);
+    assert!(dropped > 100, "the fault was injected ({dropped} dropped)");
+    assert_eq!(step.status, Status::Fail, "{}", show(&step));
+    assert_eq!(step.ingest.acked - step.ingest.stored, dropped, "missing = dropped: {}", show(&step));
+    let loss = format!("{} missing)", dropped);
+    assert!(
+        step.reasons.iter().any(|r| r.starts_with("data loss: stored 98.") && r.ends_with(&loss)),
+        "data loss names the {dropped} dropped: {}",
+        show(&step)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_readings_lead_the_verdict_with_their_exact_count_and_the_reason_given() {
+    let sut = Arc::new(Sut { refuse_every: Some(100), ..Sut::new() });
+    let step = run_step(sut.clone(), Setup::default()).await;
+    let refused = sut.refused.load(Ordering::Relaxed);
+    assert!(refused > 50, "the fault was injected ({refused} refused)");
+    assert_eq!(step.status, Status::Fail, "{}", show(&step));
+    assert_eq!(step.generator.rejected, refused);
+    assert!(
+        step.reasons[0].starts_with(&format!("the SUT refused {refused} readings (quota exceeded")),
+        "the refusal leads: {}",
+        show(&step)
+    );
+    assert!(step.reasons.iter().all(|r| !r.starts_with("pushback")), "refusals are not pushback: {}", show(&step));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_count_that_cannot_be_read_is_inconclusive_never_zero() {
+    let sut = Arc::new(Sut { hide_stored: true, ..Sut::new() });
+    let step = run_step(sut.clone(), Setup::default()).await;
+    assert_eq!(step.status, Status::Inconclusive, "{}", show(&step));
+    assert!(
+        step.reasons.iter().any(|r| r.starts_with("not measured: stored readings: the fake store does not answer")),
+        "{}",
+        show(&step)
+    );
+    assert!(step.reasons.iter().all(|r| !r.starts_with("data loss")), "{}", show(&step));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_broker_fails_the_step_naming_the_restart() {
+    let sut = Arc::new(Sut::new());
+    let kill = Fault { service: BROKER.into(), after: Duration::from_secs(2), kind: FaultKind::Kill };
+    let step = run_step(sut.clone(), Setup { faults: vec![kill], ..Setup::default() }).await;
+    assert_eq!(step.status, Status::Fail, "{}", show(&step));
+    assert!(
+        step.reasons.contains(&"broker: restart (restarts 1, OOM kills 0, now running): killed by SIGKILL".to_string()),
+        "{}",
+        show(&step)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_never_injected_leaves_the_step_inconclusive() {
+    let sut = Arc::new(Sut::new());
+    let late = Fault { service: BROKER.into(), after: Duration::from_secs(3600), kind: FaultKind::Kill };
+    let step = run_step(sut.clone(), Setup { faults: vec![late], ..Setup::default() }).await;
+    assert_eq!(step.status, Status::Inconclusive, "{}", show(&step));
+    assert!(
+        step.reasons
+            .iter()
+            .any(|r| r.starts_with("not measured: fault kill broker at ") && r.contains("never injected")),
+        "{}",
+        show(&step)
+    );
+    assert_eq!(sut.health.lock().unwrap().restarts, 0);
+}
