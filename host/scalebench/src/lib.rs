@@ -8,9 +8,10 @@
 //!   below imports them.
 //! - `ladder/`: the run (config, session, the one-reading check) and
 //!   `ladder/step/` (topology, offer, drain, count, assemble); `verdict`: the
-//!   pass rules; `budgets`: their limits.
-//! - `loadgen` (the producer), `transport/` (MQTT, NATS, HTTP carriers and
-//!   `$SYS`), `stack/` (drivers: local, docker, external with `--watch`),
+//!   pass rules; `budgets`: their limits; `target`: what a step asks of a
+//!   model and an adapter (and `ladder/fake.rs`, the fast tier's in-memory SUT).
+//! - `loadgen` (the producer), `transport/` (MQTT with its `$SYS` counters,
+//!   NATS, HTTP carriers; one pool), `stack/` (drivers: local, docker, external with `--watch`),
 //!   `storage`, `canary`, `probes`, `services/` (SQL and HTTP for plugins),
 //!   `prefill/`, `live_safety`, `latency` (HdrHistograms).
 //! - `results` (the result file's schema), `report/`, `compare`, `chart`,

@@ -206,7 +206,7 @@ pub async fn run(
             stack: &mut *stack,
             services: &services,
             budgets,
-            sys: sys.as_ref(),
+            sys: sys.as_deref(),
             stop: &stop,
             nproc,
             progress: &progress,

@@ -4,10 +4,8 @@
 //! bounded channels of [`Batch`]es, acknowledgements counted per second of
 //! payload ts, and memory bounded by channel capacity + in-flight window.
 
-pub mod broker_sys;
 pub mod http;
 pub mod mqtt;
-pub mod mqtt_wire;
 pub mod nats;
 pub mod pool;
 
@@ -299,7 +297,7 @@ pub trait Carrier: Send + Sync {
     /// are then timed by their acks instead of polled in storage.
     fn ack_means_stored(&self) -> bool;
     /// The broker's own counters ($SYS), where it has them.
-    fn broker_counters(&self) -> Option<broker_sys::BrokerSys> {
+    fn broker_counters(&self) -> Option<Box<dyn BrokerCounters>> {
         None
     }
     /// Who acknowledges a reading, in the user's words ("the broker").
@@ -312,6 +310,29 @@ pub trait Carrier: Send + Sync {
         let _ = counts;
         "check that the system under test is running and writing what it acknowledges".into()
     }
+}
+
+/// A broker's own counters, where it publishes them (mosquitto's `$SYS`):
+/// an optional capability of a carrier. One pass rule reads them (messages
+/// the broker dropped); the rest go into the result as they are.
+pub trait BrokerCounters: Send + Sync {
+    /// The latest value of every counter seen, by name.
+    fn snapshot(&self) -> BTreeMap<String, f64>;
+    /// The step's counters, from the snapshot at its start to one taken
+    /// once the broker has published again after `load_ended`.
+    fn step(&self, before: &BTreeMap<String, f64>, load_ended: std::time::Instant) -> BoxFuture<'_, StepCounters>;
+    /// Why the drop counter could not be read, in the user's words.
+    fn drops_unreadable(&self) -> String;
+    fn stop(self: Box<Self>);
+}
+
+/// A broker's counters over one step.
+#[derive(Debug, Default)]
+pub struct StepCounters {
+    /// Before, after and delta of every counter, by name.
+    pub counters: BTreeMap<String, crate::results::BrokerCounter>,
+    /// Messages the broker dropped in the step; None: not measured.
+    pub dropped: Option<f64>,
 }
 
 /// What the carrier needs from the run beyond the plan and the stack.

@@ -60,8 +60,8 @@ pub(super) async fn assemble(
     if let Some(e) = &d.stored_error {
         unmeasured.push(format!("stored readings: {e}"));
     }
-    if env.sys.is_some() && c.dropped.is_none() {
-        unmeasured.push(format!("broker drops: {DROPPED} was not readable (is $SYS denied to scalebench's account?)"));
+    if let Some(sys) = env.sys.filter(|_| c.dropped.is_none()) {
+        unmeasured.push(format!("broker drops: {}", sys.drops_unreadable()));
     }
     for p in o.probes.iter_mut() {
         if p.error.as_deref().is_some_and(|e| e.contains(crate::probes::NOT_UNDER_LOAD)) {

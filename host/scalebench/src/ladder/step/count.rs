@@ -123,21 +123,12 @@ pub(super) async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Dr
         (Some((t0, n0)), Some((t1, n1))) if t1 > t0 => Some((n1 - n0).max(0.0) / t1.duration_since(t0).as_secs_f64()),
         _ => None,
     };
-    let heartbeat = match env.sys {
-        Some(s) => s.heartbeat_after(o.load_ended, Duration::from_secs(12)).await,
-        None => false,
-    };
-    let sys_after = env.sys.map(|s| s.snapshot()).unwrap_or_default();
-    let mut broker = broker_sys::compare(&o.sys_before, &sys_after);
-    let dropped = if env.sys.is_some() && sys_after.contains_key(DROPPED) {
-        broker.get("publish/messages/dropped").and_then(|c| c.delta)
-    } else if env.sys.is_some() && BrokerSys::unchanged_since_subscribed(&o.sys_before, &sys_after, DROPPED, heartbeat)
-    {
-        // Not republished because it did not change (a broker up for long).
-        broker.insert("publish/messages/dropped".into(), BrokerCounter { before: None, after: None, delta: Some(0.0) });
-        Some(0.0)
-    } else {
-        None
+    let (broker, dropped) = match env.sys {
+        Some(s) => {
+            let c = s.step(&o.sys_before, o.load_ended).await;
+            (c.counters, c.dropped)
+        }
+        None => (BTreeMap::new(), None),
     };
     let soak_from_ms = r.start_ms + cfg.warmup.as_millis() as i64;
     Ok(Counted {

@@ -36,8 +36,7 @@ use crate::progress::{Phase, Tick};
 use crate::results::*;
 use crate::services::StackServices;
 use crate::stack::{health_delta, ProcSample, StackDriver};
-use crate::transport::broker_sys::{self, BrokerSys, DROPPED};
-use crate::transport::{AckCounts, Transport};
+use crate::transport::{AckCounts, BrokerCounters, Transport};
 use crate::verdict;
 
 /// What a step borrows from the run.
@@ -62,7 +61,7 @@ pub struct Env<'a> {
     pub stack: &'a mut dyn StackDriver,
     pub services: &'a Arc<StackServices>,
     pub budgets: &'a Budgets,
-    pub sys: Option<&'a BrokerSys>,
+    pub sys: Option<&'a dyn BrokerCounters>,
     pub stop: &'a Arc<AtomicBool>,
     pub nproc: u32,
     /// Where the phases and samples are shown (a bar, or plain lines).

@@ -1,6 +1,6 @@
 //! MQTT transport: `connections` publisher connections, QoS 1 (or 0), each
 //! fed by a bounded channel of batches. A connection writes a whole batch of
-//! PUBLISH packets with one syscall (`mqtt_wire`) and reads PUBACKs on a
+//! PUBLISH packets with one syscall ([`wire`]) and reads PUBACKs on a
 //! task of its own; each packet id maps to what its message carried, so a
 //! PUBACK counts readings per second of payload ts.
 //!
@@ -20,7 +20,10 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
-use super::mqtt_wire::{self, Incoming};
+pub mod sys;
+pub mod wire;
+
+use self::wire::Incoming;
 use super::pool::Pool;
 use super::{note_error, AckCounts, Batch, Carries};
 use crate::latency::Timing;
@@ -98,7 +101,7 @@ async fn open(
         let _ = stream.set_nodelay(true);
         let (mut rd, mut wr) = stream.into_split();
         let mut buf = Vec::new();
-        mqtt_wire::connect(
+        wire::connect(
             &mut buf,
             client_id,
             cfg.keep_alive.as_secs() as u16,
@@ -115,7 +118,7 @@ async fn open(
                 return Err(err("the broker closed the connection before CONNACK".into()));
             }
             acc.extend_from_slice(&chunk[..n]);
-            if let Some((packet, used)) = mqtt_wire::decode(&acc).map_err(err)? {
+            if let Some((packet, used)) = wire::decode(&acc).map_err(err)? {
                 acc.drain(..used);
                 return match packet {
                     Incoming::ConnAck { return_code: 0 } => Ok((rd, wr, acc)),
@@ -144,7 +147,7 @@ async fn open(
 /// Connect once and wait for CONNACK: a clear error before any ladder starts.
 pub async fn check_reachable(cfg: &MqttConfig, timeout: Duration) -> Result<(), MqttError> {
     let (_, mut wr, _) = open(cfg, &format!("{}-check", cfg.client_id_prefix), timeout).await?;
-    let _ = wr.write_all(&mqtt_wire::DISCONNECT).await;
+    let _ = wr.write_all(&wire::DISCONNECT).await;
     Ok(())
 }
 
@@ -266,10 +269,10 @@ impl super::Carrier for MqttCarrier {
     fn ack_means_stored(&self) -> bool {
         false
     }
-    fn broker_counters(&self) -> Option<crate::transport::broker_sys::BrokerSys> {
+    fn broker_counters(&self) -> Option<Box<dyn super::BrokerCounters>> {
         let c = &self.cfg;
         let login = c.username.as_deref().map(|u| (u, c.password.as_deref().unwrap_or_default()));
-        Some(super::broker_sys::BrokerSys::start(&c.host, c.port, login))
+        Some(Box::new(sys::BrokerSys::start(&c.host, c.port, login)))
     }
     fn acknowledger(&self) -> &'static str {
         "the broker"
@@ -353,7 +356,7 @@ async fn run_connection(
                     _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 }
                 if last_write.elapsed() > ping_every {
-                    if wr.write_all(&mqtt_wire::PINGREQ).await.is_err() {
+                    if wr.write_all(&wire::PINGREQ).await.is_err() {
                         break Some("write failed".into());
                     }
                     last_write = Instant::now();
@@ -401,9 +404,9 @@ async fn run_connection(
                     };
                     permit.forget();
                     let id = inflight.lock().unwrap().insert((m.carries, m.sent_now()));
-                    mqtt_wire::publish(&mut buf, m.address.as_bytes(), &m.payload, qos, cfg.retain, id);
+                    wire::publish(&mut buf, m.address.as_bytes(), &m.payload, qos, cfg.retain, id);
                 } else {
-                    mqtt_wire::publish(&mut buf, m.address.as_bytes(), &m.payload, 0, cfg.retain, 0);
+                    wire::publish(&mut buf, m.address.as_bytes(), &m.payload, 0, cfg.retain, 0);
                 }
                 sent += 1;
                 if let Carries::Readings { n, .. } = m.carries {
@@ -436,7 +439,7 @@ async fn run_connection(
                 break Some(e);
             }
         };
-        let _ = wr.write_all(&mqtt_wire::DISCONNECT).await;
+        let _ = wr.write_all(&wire::DISCONNECT).await;
         reader.abort();
         let lost = {
             let mut table = inflight.lock().unwrap();
@@ -483,7 +486,7 @@ async fn read_acks(
         {
             let mut acks = Vec::new();
             loop {
-                match mqtt_wire::decode(&acc[used_total..]) {
+                match wire::decode(&acc[used_total..]) {
                     Ok(Some((Incoming::PubAck { pkid }, used))) => {
                         acks.push(pkid);
                         used_total += used;

@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
+use crate::future::BoxFuture;
 use crate::results::BrokerCounter;
+use crate::transport::{BrokerCounters, StepCounters};
 
 pub const DROPPED: &str = "$SYS/broker/publish/messages/dropped";
 /// Changes every `sys_interval`, so it is republished every interval.
@@ -97,12 +99,40 @@ impl BrokerSys {
     ) -> bool {
         before.contains_key(UPTIME) && heartbeat_after_end && !before.contains_key(topic) && !after.contains_key(topic)
     }
+}
 
-    pub fn snapshot(&self) -> BTreeMap<String, f64> {
+impl BrokerCounters for BrokerSys {
+    fn snapshot(&self) -> BTreeMap<String, f64> {
         self.latest.lock().unwrap().clone()
     }
 
-    pub fn stop(self) {
+    fn step(&self, before: &BTreeMap<String, f64>, load_ended: std::time::Instant) -> BoxFuture<'_, StepCounters> {
+        let before = before.clone();
+        Box::pin(async move {
+            let heartbeat = self.heartbeat_after(load_ended, Duration::from_secs(12)).await;
+            let after = self.snapshot();
+            let mut counters = compare(&before, &after);
+            let dropped = if after.contains_key(DROPPED) {
+                counters.get("publish/messages/dropped").and_then(|c| c.delta)
+            } else if BrokerSys::unchanged_since_subscribed(&before, &after, DROPPED, heartbeat) {
+                // Not republished because it did not change (a broker up for long).
+                counters.insert(
+                    "publish/messages/dropped".into(),
+                    BrokerCounter { before: None, after: None, delta: Some(0.0) },
+                );
+                Some(0.0)
+            } else {
+                None
+            };
+            StepCounters { counters, dropped }
+        })
+    }
+
+    fn drops_unreadable(&self) -> String {
+        format!("{DROPPED} was not readable (is $SYS denied to scalebench's account?)")
+    }
+
+    fn stop(self: Box<Self>) {
         let _ = self.client.try_disconnect();
         self.task.abort();
     }
