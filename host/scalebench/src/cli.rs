@@ -1,10 +1,18 @@
 //! The command line. Data goes to stdout (or `--out`), progress and logs to stderr.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use crate::error::{Interrupted, UsageError};
+use crate::ladder::{Fault, FaultKind};
 pub use crate::output::Format;
+use crate::units::{parse_duration, parse_point_list, parse_points, parse_steps};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Point counts as one comma-separated value (`1k,2.5k,5k`). An alias, not
+/// `Vec<u64>` spelled out: clap reads a `Vec` field as a repeatable flag,
+/// and these are one value that `value_parser` turns into the list.
+pub type PointCounts = Vec<u64>;
 
 #[derive(Debug, Parser)]
 #[command(name = "scalebench", version, about = "How far one server goes for an IoT / time-series ingest system")]
@@ -204,12 +212,12 @@ pub enum BenchCommand {
 
 #[derive(Debug, Args)]
 pub struct StacksBenchArgs {
-    #[arg(long, default_value = "1k,2.5k")]
-    pub steps: String,
-    #[arg(long, default_value = "30s")]
-    pub soak: String,
-    #[arg(long, default_value = "10s")]
-    pub warmup: String,
+    #[arg(long, value_parser = parse_steps, default_value = "1k,2.5k")]
+    pub steps: PointCounts,
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub soak: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub warmup: Duration,
     #[arg(long, default_value = "baler")]
     pub target: String,
     #[arg(long, default_value = "plant-shaped")]
@@ -219,8 +227,8 @@ pub struct StacksBenchArgs {
 #[derive(Debug, Args)]
 pub struct HttpBenchArgs {
     /// Points (each a record on the server, one reading per message set).
-    #[arg(long, default_value = "10k")]
-    pub points: String,
+    #[arg(long, value_parser = parse_points, default_value = "10k")]
+    pub points: u64,
     /// hisWrite requests each arm posts.
     #[arg(long, default_value_t = 10_000)]
     pub messages: usize,
@@ -236,13 +244,13 @@ pub struct HttpBenchArgs {
 
 #[derive(Debug, Args)]
 pub struct PrefillBenchArgs {
-    #[arg(long, default_value = "100k")]
-    pub points: String,
+    #[arg(long, value_parser = parse_points, default_value = "100k")]
+    pub points: u64,
     #[arg(long, default_value_t = 1.0)]
     pub days: f64,
     /// 15m makes 100k points x 1 day 9.6 M rows; 5s would make 1.7 billion (hours, and more disk than most hosts have free).
-    #[arg(long, default_value = "15m")]
-    pub interval: String,
+    #[arg(long, value_parser = parse_duration, default_value = "15m")]
+    pub interval: Duration,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
     /// Rows of the row-at-a-time arm, the first of the same rows (0: all of them, so the arms compare like with like).
@@ -255,10 +263,10 @@ pub struct PrefillBenchArgs {
 #[derive(Debug, Args)]
 pub struct NatsBenchArgs {
     /// Points the paced generator offers; with --interval, sets a target above what the server acks.
-    #[arg(long, default_value = "200k")]
-    pub points: String,
-    #[arg(long, default_value = "500ms")]
-    pub interval: String,
+    #[arg(long, value_parser = parse_points, default_value = "200k")]
+    pub points: u64,
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub interval: Duration,
     #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
     /// Each arm runs this many times, alternating; medians are reported.
@@ -273,11 +281,11 @@ pub struct NatsBenchArgs {
 #[derive(Debug, Args)]
 pub struct GeneratorBenchArgs {
     /// Point counts, comma-separated (e.g. 100k,1m).
-    #[arg(long, default_value = "100k")]
-    pub points: String,
+    #[arg(long, value_parser = parse_point_list, default_value = "100k")]
+    pub points: PointCounts,
     /// Short enough that the target rate is above what the machine can ack.
-    #[arg(long, default_value = "500ms")]
-    pub interval: String,
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub interval: Duration,
     #[arg(long, default_value_t = 15.0)]
     pub seconds: f64,
     /// MQTT connections (default: one per 60,000 readings/s of target rate, 1 to 8).
@@ -289,8 +297,8 @@ pub struct GeneratorBenchArgs {
     pub target: String,
     /// Also run each size with the broker frozen (SIGSTOP) for this long,
     /// from a third of the window on: memory must stay bounded.
-    #[arg(long, value_name = "DURATION")]
-    pub stall: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub stall: Option<Duration>,
     /// Skip the plain publisher baseline.
     #[arg(long)]
     pub no_baseline: bool,
@@ -312,14 +320,14 @@ pub struct PrefillArgs {
     #[arg(long, default_value = "{}")]
     pub model_params: String,
     /// Points with history, e.g. 1k, 100k.
-    #[arg(long)]
-    pub points: String,
+    #[arg(long, value_parser = parse_points)]
+    pub points: u64,
     /// Days of history, ending at the start of the current interval (fractions allowed: 0.125 = 3 h).
     #[arg(long)]
     pub days: f64,
     /// One reading per point per interval, as in `run`.
-    #[arg(long, default_value = "5s")]
-    pub interval: String,
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub interval: Duration,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long, value_enum, default_value_t = StackKind::Local)]
@@ -357,14 +365,14 @@ pub struct StorageArgs {
     #[arg(long, default_value = "plant-shaped,noise")]
     pub models: String,
     /// Points, e.g. 1k.
-    #[arg(long, default_value = "1k")]
-    pub points: String,
+    #[arg(long, value_parser = parse_points, default_value = "1k")]
+    pub points: u64,
     /// Hours of readings per point.
     #[arg(long, default_value_t = 24.0)]
     pub hours: f64,
     /// One reading per point per interval.
-    #[arg(long, default_value = "5s")]
-    pub interval: String,
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub interval: Duration,
     /// Also measure this target's own storage (a fresh local stack per model), e.g. baler; `none` to skip.
     #[arg(long, default_value = "baler")]
     pub target: String,
@@ -395,8 +403,34 @@ pub enum StackKind {
     Docker,
 }
 
+/// `scalebench run`: its flags in groups, one per thing they configure.
+/// Each group is flattened, so the flags are the same as if they were
+/// listed here one by one.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub plugins: RunPlugins,
+    #[command(flatten)]
+    pub ladder: LadderFlags,
+    #[command(flatten)]
+    pub stack: StackChoice,
+    #[command(flatten)]
+    pub calibration: HistorianCalibration,
+    #[command(flatten)]
+    pub external: ExternalStackFlags,
+    #[command(flatten)]
+    pub docker: DockerFlags,
+    #[command(flatten)]
+    pub faults: FaultFlags,
+    #[command(flatten)]
+    pub live: LiveSafetyFlags,
+    #[command(flatten)]
+    pub output: RunOutput,
+}
+
+/// Which plugins a run loads, their params, and the probe budgets.
+#[derive(Debug, Args)]
+pub struct RunPlugins {
     /// Target adapter: a built-in name or a path to a .wasm.
     #[arg(long, default_value = "baler")]
     pub target: String,
@@ -418,21 +452,31 @@ pub struct RunArgs {
     /// Probe budgets (default: ./budgets.json, else the built-in copy).
     #[arg(long)]
     pub budgets: Option<PathBuf>,
+    /// The SUT account's password for targets and probe sets that log in
+    /// (their params name the `user`): the file's first line. Without it,
+    /// the SCALEBENCH_TARGET_PASSWORD environment variable; never a flag value.
+    #[arg(long, value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
+}
+
+/// The ladder: its steps and their phases, and how the generator offers the load.
+#[derive(Debug, Args)]
+pub struct LadderFlags {
     /// Points per step, e.g. 1k,2.5k,5k (default: the original Baler scale-test plan's ladder; starts at 1k on hosts with < 4 CPUs).
-    #[arg(long)]
-    pub steps: Option<String>,
+    #[arg(long, value_parser = parse_steps)]
+    pub steps: Option<PointCounts>,
     /// Every point reports once per interval.
-    #[arg(long, default_value = "5s")]
-    pub interval: String,
-    #[arg(long, default_value = "60s")]
-    pub warmup: String,
-    #[arg(long, default_value = "15m")]
-    pub soak: String,
-    #[arg(long, default_value = "15s")]
-    pub sample_every: String,
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub interval: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub warmup: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "15m")]
+    pub soak: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    pub sample_every: Duration,
     /// How long to wait for canaries after the load stops.
-    #[arg(long, default_value = "300s")]
-    pub drain_timeout: String,
+    #[arg(long, value_parser = parse_duration, default_value = "300s")]
+    pub drain_timeout: Duration,
     /// Go on after a step that does not pass.
     #[arg(long)]
     pub continue_on_fail: bool,
@@ -445,47 +489,43 @@ pub struct RunArgs {
     /// When it is full the SUT is holding the generator back: pushback.
     #[arg(long, default_value_t = 4096)]
     pub inflight: u16,
+    /// HTTP targets: requests in flight per connection. When all are
+    /// waiting for answers the SUT is holding the generator back: pushback.
+    #[arg(long, default_value_t = 8)]
+    pub http_concurrency: u32,
     /// The generator's MQTT account; its password comes from the
     /// SCALEBENCH_MQTT_PASSWORD environment variable, never a flag.
     #[arg(long, value_name = "NAME")]
     pub mqtt_user: Option<String>,
-    /// This host is a live install and you mean to drive it: allows its
-    /// live default ports and names (repeat for several hosts).
-    #[arg(long, value_name = "HOST")]
-    pub live_host: Vec<String>,
-    /// Live-safety: a cheap, read-only GET of the live install on this host,
-    /// timed against a baseline taken before the run.
-    #[arg(long, value_name = "URL")]
-    pub live_url: Option<String>,
-    /// Live-safety: a sample is bad when the live URL is this many times slower than its baseline (and 0.5 s slower).
-    #[arg(long, default_value_t = 3.0)]
-    pub live_latency_factor: f64,
-    /// Live-safety: a sample is bad when host load per CPU is this many times its baseline (and at least 2).
-    #[arg(long, default_value_t = 1.5)]
-    pub live_load_factor: f64,
-    #[arg(long, value_enum, default_value_t = StackKind::Local)]
-    pub stack: StackKind,
+    /// A step is inconclusive when the results disk has less free space.
+    #[arg(long, default_value_t = 1.0)]
+    pub min_disk_free_gb: f64,
+    /// Days of history for every point of the largest step, written into
+    /// the SUT's storage before step 1 (see `scalebench prefill`).
+    #[arg(long, value_name = "DAYS")]
+    pub prefill_days: Option<f64>,
+}
+
+/// Which stack a run drives, and where a stack scalebench runs lives.
+#[derive(Debug, Args)]
+pub struct StackChoice {
+    #[arg(id = "stack", long = "stack", value_name = "STACK", value_enum, default_value_t = StackKind::Local)]
+    pub kind: StackKind,
     /// First port of the local stack (mqtt; postgres is the next).
     #[arg(long, default_value_t = 21883)]
     pub base_port: u16,
     /// Where the local stack keeps its files (default: a new temp dir).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// External stack: the broker, e.g. mqtt://127.0.0.1:21883.
-    #[arg(long)]
-    pub mqtt_url: Option<String>,
-    /// External stack: PostgreSQL connection string of the SUT's database.
-    #[arg(long)]
-    pub pg_url: Option<String>,
-    #[arg(long, default_value = "results")]
-    pub results_dir: PathBuf,
-    /// At the end, write the run's report (report.html, report.md, charts)
-    /// to <results-dir>/<run-id>-report.
-    #[arg(long)]
-    pub report: bool,
-    /// A step is inconclusive when the results disk has less free space.
-    #[arg(long, default_value_t = 1.0)]
-    pub min_disk_free_gb: f64,
+    /// Local NATS stack: nodes (3 makes replicas = 3 real).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+}
+
+/// Calibration of the built-in stack: a historian (and broker) that
+/// misbehave on purpose, so the verdict can be shown to notice.
+#[derive(Debug, Args)]
+pub struct HistorianCalibration {
     /// Calibration: the local historian drops one reading in N.
     #[arg(long, value_name = "N")]
     pub historian_drop_one_in: Option<u64>,
@@ -501,48 +541,24 @@ pub struct RunArgs {
     /// synchronous_commit=off (repeatable); durability is read as that session sees it.
     #[arg(long, value_name = "NAME=VALUE")]
     pub historian_session_setting: Vec<String>,
-    /// Calibration: run the local broker with this mosquitto ACL file.
-    #[arg(long, value_name = "FILE")]
-    pub mosquitto_acl: Option<PathBuf>,
-    /// Crash test: SIGKILL the local historian this long into each step's
-    /// load; the stack's supervisor brings it back and the restart is detected.
-    #[arg(long, value_name = "DURATION")]
-    pub kill_historian_after: Option<String>,
-    /// Crash test: SIGKILL the local PostgreSQL this long into each step's load.
-    #[arg(long, value_name = "DURATION")]
-    pub kill_postgres_after: Option<String>,
-    /// Crash test: SIGKILL a local stack service this long into each step's
-    /// load, as SERVICE:DURATION (e.g. mosquitto:15s); repeatable.
-    #[arg(long, value_name = "SERVICE:DURATION")]
-    pub kill: Vec<String>,
-    /// Calibration: freeze a local stack service with SIGSTOP, as
-    /// SERVICE:AFTER:FOR (e.g. mosquitto:12s:10s); SIGCONT after FOR or at the step's end.
-    #[arg(long, value_name = "SERVICE:AFTER:FOR")]
-    pub freeze: Vec<String>,
-    /// Docker stack: this compose file instead of the built-in one for the target.
-    #[arg(long, value_name = "FILE")]
-    pub compose: Option<PathBuf>,
-    /// Docker stack: a service's caps, as SERVICE=CPUS,MEMORY (e.g.
-    /// postgres=2,6g); repeatable. CPU caps are clamped to the host's CPUs.
-    #[arg(long, value_name = "SERVICE=CPUS,MEMORY")]
-    pub cap: Vec<String>,
-    /// Docker stack: pin every container to these host CPUs (e.g. 0-1).
-    #[arg(long, value_name = "CPUS")]
-    pub cpuset: Option<String>,
-    /// Crash tests: repeat each --kill this many times, one --kill interval apart.
-    #[arg(long, default_value_t = 1)]
-    pub kill_cycles: u32,
     /// Calibration: the historian allocates and keeps this many MB every
     /// second (under a memory cap it is OOM-killed, which must fail the step).
     #[arg(long, value_name = "MB")]
     pub historian_leak_mb_per_s: Option<u64>,
-    /// Days of history for every point of the largest step, written into
-    /// the SUT's storage before step 1 (see `scalebench prefill`).
-    #[arg(long, value_name = "DAYS")]
-    pub prefill_days: Option<f64>,
-    /// Local NATS stack: nodes (3 makes replicas = 3 real).
-    #[arg(long, default_value_t = 1)]
-    pub nodes: u32,
+    /// Calibration: run the local broker with this mosquitto ACL file.
+    #[arg(long, value_name = "FILE")]
+    pub mosquitto_acl: Option<PathBuf>,
+}
+
+/// `--stack external`: the services of a stack someone else runs, and how to watch its health.
+#[derive(Debug, Args)]
+pub struct ExternalStackFlags {
+    /// External stack: the broker, e.g. mqtt://127.0.0.1:21883.
+    #[arg(long)]
+    pub mqtt_url: Option<String>,
+    /// External stack: PostgreSQL connection string of the SUT's database.
+    #[arg(long)]
+    pub pg_url: Option<String>,
     /// External NATS stack: comma-separated nats:// URLs.
     #[arg(long)]
     pub nats_url: Option<String>,
@@ -557,18 +573,92 @@ pub struct RunArgs {
     /// measured and every pass says "health not watched".
     #[arg(long, value_name = "SERVICE=KIND:WHAT", value_parser = crate::stack::watch::parse)]
     pub watch: Vec<crate::stack::watch::WatchSpec>,
-    /// HTTP targets: requests in flight per connection. When all are
-    /// waiting for answers the SUT is holding the generator back: pushback.
-    #[arg(long, default_value_t = 8)]
-    pub http_concurrency: u32,
-    /// The SUT account's password for targets and probe sets that log in
-    /// (their params name the `user`): the file's first line. Without it,
-    /// the SCALEBENCH_TARGET_PASSWORD environment variable; never a flag value.
-    #[arg(long, value_name = "PATH")]
-    pub credentials_file: Option<PathBuf>,
+}
+
+/// `--stack docker`: the compose file and the containers' caps.
+#[derive(Debug, Args)]
+pub struct DockerFlags {
+    /// Docker stack: this compose file instead of the built-in one for the target.
+    #[arg(long, value_name = "FILE")]
+    pub compose: Option<PathBuf>,
+    /// Docker stack: a service's caps, as SERVICE=CPUS,MEMORY (e.g.
+    /// postgres=2,6g); repeatable. CPU caps are clamped to the host's CPUs.
+    #[arg(long, value_name = "SERVICE=CPUS,MEMORY")]
+    pub cap: Vec<String>,
+    /// Docker stack: pin every container to these host CPUs (e.g. 0-1).
+    #[arg(long, value_name = "CPUS")]
+    pub cpuset: Option<String>,
+}
+
+/// Crash tests and freezes in a stack scalebench runs, during each step's load.
+#[derive(Debug, Args)]
+pub struct FaultFlags {
+    /// Crash test: SIGKILL the local historian this long into each step's
+    /// load; the stack's supervisor brings it back and the restart is detected.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_historian_after: Option<Duration>,
+    /// Crash test: SIGKILL the local PostgreSQL this long into each step's load.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_postgres_after: Option<Duration>,
     /// Crash test: SIGKILL node 1 of the local NATS cluster this long into each step's load; the supervisor brings it back.
-    #[arg(long, value_name = "DURATION")]
-    pub kill_nats_node_after: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_nats_node_after: Option<Duration>,
+    /// Crash test: SIGKILL a local stack service this long into each step's
+    /// load, as SERVICE:DURATION (e.g. mosquitto:15s); repeatable.
+    #[arg(long, value_name = "SERVICE:DURATION", value_parser = parse_kill)]
+    pub kill: Vec<Fault>,
+    /// Calibration: freeze a local stack service with SIGSTOP, as
+    /// SERVICE:AFTER:FOR (e.g. mosquitto:12s:10s); SIGCONT after FOR or at the step's end.
+    #[arg(long, value_name = "SERVICE:AFTER:FOR", value_parser = parse_freeze)]
+    pub freeze: Vec<Fault>,
+    /// Crash tests: repeat each --kill this many times, one --kill interval apart.
+    #[arg(long, default_value_t = 1)]
+    pub kill_cycles: u32,
+}
+
+/// `--kill SERVICE:DURATION`.
+fn parse_kill(s: &str) -> Result<Fault, String> {
+    let (service, after) = s.split_once(':').ok_or("give SERVICE:DURATION, e.g. mosquitto:15s")?;
+    Ok(Fault { service: service.into(), after: parse_duration(after)?, kind: FaultKind::Kill })
+}
+
+/// `--freeze SERVICE:AFTER:FOR`.
+fn parse_freeze(s: &str) -> Result<Fault, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [service, after, for_] = parts[..] else {
+        return Err("give SERVICE:AFTER:FOR, e.g. mosquitto:12s:10s".into());
+    };
+    Ok(Fault { service: service.into(), after: parse_duration(after)?, kind: FaultKind::Freeze(parse_duration(for_)?) })
+}
+
+/// Live-safety: what keeps a run off a live install, or watches one it may touch.
+#[derive(Debug, Args)]
+pub struct LiveSafetyFlags {
+    /// This host is a live install and you mean to drive it: allows its
+    /// live default ports and names (repeat for several hosts).
+    #[arg(long, value_name = "HOST")]
+    pub live_host: Vec<String>,
+    /// Live-safety: a cheap, read-only GET of the live install on this host,
+    /// timed against a baseline taken before the run.
+    #[arg(long, value_name = "URL")]
+    pub live_url: Option<String>,
+    /// Live-safety: a sample is bad when the live URL is this many times slower than its baseline (and 0.5 s slower).
+    #[arg(long, default_value_t = 3.0)]
+    pub live_latency_factor: f64,
+    /// Live-safety: a sample is bad when host load per CPU is this many times its baseline (and at least 2).
+    #[arg(long, default_value_t = 1.5)]
+    pub live_load_factor: f64,
+}
+
+/// Where a run's results go.
+#[derive(Debug, Args)]
+pub struct RunOutput {
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// At the end, write the run's report (report.html, report.md, charts)
+    /// to <results-dir>/<run-id>-report.
+    #[arg(long)]
+    pub report: bool,
 }
 
 #[derive(Debug, Args)]
@@ -627,4 +717,63 @@ pub enum PluginsCommand {
     /// Print the plugin contract this scalebench speaks (wit/plugin.wit), to
     /// copy into an adapter built outside this repository.
     Wit,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// The groups are flattened: the flags are the ones `run` always had,
+    /// and clap hands over typed values with the same defaults.
+    #[test]
+    fn run_flags_parse_into_their_groups() {
+        let cli = Cli::try_parse_from([
+            "scalebench",
+            "run",
+            "--steps",
+            "1k,2.5k",
+            "--warmup",
+            "10s",
+            "--kill",
+            "mosquitto:15s",
+            "--freeze",
+            "postgres:12s:10s",
+            "--stack",
+            "docker",
+            "--cap",
+            "postgres=2,6g",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert_eq!(run.ladder.steps, Some(vec![1_000, 2_500]));
+        assert_eq!(run.ladder.warmup, Duration::from_secs(10));
+        assert_eq!(run.ladder.interval, Duration::from_secs(5));
+        assert_eq!(run.ladder.soak, Duration::from_secs(900));
+        assert_eq!(run.ladder.drain_timeout, Duration::from_secs(300));
+        assert_eq!(run.stack.kind, StackKind::Docker);
+        assert_eq!(run.docker.cap, ["postgres=2,6g"]);
+        assert_eq!(run.plugins.target, "baler");
+        assert!(run.plugins.probes.is_none(), "no --probes: the target's storage decides");
+        let (kill, freeze) = (&run.faults.kill[0], &run.faults.freeze[0]);
+        assert_eq!((kill.service.as_str(), kill.after), ("mosquitto", Duration::from_secs(15)));
+        assert!(matches!(freeze.kind, FaultKind::Freeze(d) if d == Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_bad_value_is_named_in_the_users_words() {
+        for (flag, value, words) in [
+            ("--steps", "abc", "`abc` is not a point count"),
+            ("--warmup", "5x", "unknown unit `x` in `5x`; use ms, s, m or h"),
+            ("--kill", "mosquitto", "give SERVICE:DURATION, e.g. mosquitto:15s"),
+        ] {
+            let e = Cli::try_parse_from(["scalebench", "run", flag, value]).unwrap_err().to_string();
+            assert!(e.contains(flag) && e.contains(words) && !e.contains("Duration"), "{e}");
+        }
+    }
 }

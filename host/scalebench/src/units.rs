@@ -1,5 +1,7 @@
 //! Point counts, step lists and durations as users write them (`2.5k`,
-//! `1k,2.5k,5k`, `500ms`, `15m`), parsed with errors in their words.
+//! `1k,2.5k,5k`, `500ms`, `15m`), parsed with errors in their words, and
+//! written back the same way. The parsers are the command line's
+//! `value_parser`s: clap shows their message after the flag and the value.
 
 use std::time::Duration;
 
@@ -28,6 +30,34 @@ pub fn parse_steps(s: &str) -> Result<Vec<u64>, String> {
         return Err(format!("--steps must increase: {s}"));
     }
     Ok(steps)
+}
+
+/// `100k,1M`: point counts in any order (each as [`parse_points`]).
+pub fn parse_point_list(s: &str) -> Result<Vec<u64>, String> {
+    s.split(',').map(parse_points).collect()
+}
+
+/// Points as a user writes them, read back by [`parse_points`]: 500, 2.5k, 1M.
+pub fn points_text(n: u64) -> String {
+    if n >= 1_000_000 && n.is_multiple_of(100_000) {
+        format!("{}M", n as f64 / 1e6)
+    } else if n >= 1_000 && n.is_multiple_of(100) {
+        format!("{}k", n as f64 / 1e3)
+    } else {
+        n.to_string()
+    }
+}
+
+/// A duration as a user writes it, read back by [`parse_duration`]: 1h, 15m, 30s, 500ms.
+pub fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0 => "0s".into(),
+        _ if ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        _ if ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        _ if ms.is_multiple_of(1_000) => format!("{}s", ms / 1_000),
+        _ => format!("{ms}ms"),
+    }
 }
 
 /// `500ms`, `30s`, `15m`, `1h`, or plain seconds.
@@ -62,5 +92,17 @@ mod tests {
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_point_list("100k,1M,5k").unwrap(), vec![100_000, 1_000_000, 5_000]);
+        assert!(parse_point_list("1k,x").unwrap_err().contains("`x`"));
+    }
+
+    #[test]
+    fn points_and_durations_are_written_back_as_they_parse() {
+        for s in ["500", "1k", "2.5k", "10k", "250k", "1M", "1.5M", "12345"] {
+            assert_eq!(points_text(parse_points(s).unwrap()), s);
+        }
+        for s in ["0s", "500ms", "1500ms", "10s", "30s", "15m", "90m", "1h", "25h"] {
+            assert_eq!(duration_text(parse_duration(s).unwrap()), s);
+        }
     }
 }

@@ -13,10 +13,14 @@
 //! ```
 //!
 //! This crate holds no plugin logic: plugins stay pure functions of their
-//! inputs, and everything with side effects is a host import.
+//! inputs, and everything with side effects is a host import. Beside the
+//! bindings it holds only pure helpers more than one plugin needs
+//! ([`date`]: civil dates from and to days since the epoch).
 
 /// The contract version this SDK was built against; plugins report it as `abi`.
 pub const ABI_VERSION: &str = "0.1.0";
+
+pub mod date;
 
 /// Bindings of world `value-model-plugin`.
 pub mod value_model {

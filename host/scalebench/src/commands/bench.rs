@@ -312,14 +312,7 @@ fn connections_for(args: &GeneratorBenchArgs, points: u64, interval: Duration) -
 }
 
 pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()> {
-    let sizes: Vec<u64> = args
-        .points
-        .split(',')
-        .map(|p| crate::units::parse_points(p.trim()).map_err(crate::error::UsageError))
-        .collect::<Result<_, _>>()?;
-    let interval = crate::units::parse_duration(&args.interval).map_err(crate::error::UsageError)?;
-    let stall =
-        args.stall.as_deref().map(crate::units::parse_duration).transpose().map_err(crate::error::UsageError)?;
+    let (sizes, interval, stall) = (args.points.clone(), args.interval, args.stall);
     let seconds = args.seconds.max(1.0);
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let mut arms = Vec::new();
@@ -459,8 +452,7 @@ async fn plain_nats(
 
 pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow::Result<()> {
     use crate::transport::nats::{NatsConfig, NatsTransport};
-    let points = crate::units::parse_points(&args.points).map_err(crate::error::UsageError)?;
-    let interval = crate::units::parse_duration(&args.interval).map_err(crate::error::UsageError)?;
+    let (points, interval) = (args.points, args.interval);
     let seconds = args.seconds.max(1.0);
     let dir = tempfile::tempdir()?;
     let cluster = local_stack::nats::NatsCluster::start(local_stack::nats::NatsOptions::new(dir.path(), 1))?;

@@ -200,8 +200,7 @@ async fn scalebench_arm(
 }
 
 pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
-    let points = crate::units::parse_points(&args.points)
-        .map_err(|e| crate::error::UsageError(format!("--points: {e}")))? as u32;
+    let points = args.points as u32;
     let server = start_server()?;
     let (b, judge) = bodies(opts, &args, points, &server.url)?;
     let tasks = (args.connections.max(1) * args.window.max(1)) as usize;

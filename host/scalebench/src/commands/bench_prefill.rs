@@ -29,9 +29,8 @@ fn reset(c: &mut postgres::Client) -> anyhow::Result<()> {
 }
 
 pub fn run(opts: &PluginOptions, args: PrefillBenchArgs) -> anyhow::Result<()> {
-    let points = crate::units::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
-    let interval_ms =
-        crate::units::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
+    let points = args.points as u32;
+    let interval_ms = args.interval.as_millis() as u64;
     if interval_ms == 0 {
         return Err(usage("--interval must be above zero".into()));
     }

@@ -14,14 +14,18 @@ use anyhow::Context as _;
 use crate::cli::StacksBenchArgs;
 use crate::format::group;
 use crate::results::RunResult;
+use crate::units::{duration_text, points_text};
 
 fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunResult> {
     let results = dir.join(stack);
     let exe = std::env::current_exe().context("cannot find the scalebench binary")?;
-    eprintln!("bench stacks: --stack {stack}, steps {}, soak {}", args.steps, args.soak);
+    // The child reads them back as the user wrote them (`1k,2.5k`, `30s`).
+    let steps = args.steps.iter().map(|p| points_text(*p)).collect::<Vec<_>>().join(",");
+    let (soak, warmup) = (duration_text(args.soak), duration_text(args.warmup));
+    eprintln!("bench stacks: --stack {stack}, steps {steps}, soak {soak}");
     let status = Command::new(exe)
-        .args(["run", "--target", &args.target, "--model", &args.model, "--stack", stack, "--steps", &args.steps])
-        .args(["--soak", &args.soak, "--warmup", &args.warmup, "--continue-on-fail"])
+        .args(["run", "--target", &args.target, "--model", &args.model, "--stack", stack, "--steps", &steps])
+        .args(["--soak", &soak, "--warmup", &warmup, "--continue-on-fail"])
         .args(["--base-port", &free_base_port().to_string()])
         .arg("--results-dir")
         .arg(&results)
@@ -54,7 +58,7 @@ pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
         "the same ladder on the local stack and the Docker stack ({} + {}, {} soak), nproc {}",
         args.target,
         args.model,
-        args.soak,
+        duration_text(args.soak),
         crate::hardware::nproc()
     );
     println!(

@@ -169,8 +169,7 @@ pub async fn start_local(run_dir: &std::path::Path, base_port: u16) -> anyhow::R
 }
 
 pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
-    let points = crate::units::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))?;
-    let interval = crate::units::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?;
+    let (points, interval) = (args.points, args.interval);
     if interval.as_millis() == 0 {
         return Err(usage("--interval must be above zero".into()));
     }

@@ -9,12 +9,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::budgets::Budgets;
-use crate::cli::{PluginOptions, RunArgs, StackKind};
+use crate::cli::{LadderFlags, PluginOptions, RunArgs, StackKind};
 use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
 use crate::stack::{self, ServiceKind, StackDriver};
-
-use crate::units::{parse_duration, parse_steps};
 
 /// The default ladder: the original Baler scale-test plan's, with smaller first steps on small hosts.
 pub fn default_steps(nproc: usize) -> Vec<u64> {
@@ -27,41 +25,28 @@ pub fn default_steps(nproc: usize) -> Vec<u64> {
 
 use crate::error::usage;
 
-/// `--kill SERVICE:DURATION`, `--freeze SERVICE:AFTER:FOR` and the named crash flags.
+/// The faults of a run, in order: the named crash flags, `--kill`,
+/// `--freeze` (clap has parsed each), then the kills' repeats.
 fn faults(args: &RunArgs) -> anyhow::Result<Vec<Fault>> {
-    let dur = |flag: &str, v: &str| parse_duration(v).map_err(|e| usage(format!("{flag}: {e}")));
+    let f = &args.faults;
     let mut out = Vec::new();
-    for (flag, service, v) in [
-        ("--kill-historian-after", "reference-historian", &args.kill_historian_after),
-        ("--kill-postgres-after", "postgres", &args.kill_postgres_after),
-        ("--kill-nats-node-after", "nats-1", &args.kill_nats_node_after),
+    for (service, after) in [
+        ("reference-historian", f.kill_historian_after),
+        ("postgres", f.kill_postgres_after),
+        ("nats-1", f.kill_nats_node_after),
     ] {
-        if let Some(v) = v {
-            let service = if service == "nats-1" && args.nodes < 2 { "nats-0" } else { service };
-            out.push(Fault { service: service.into(), after: dur(flag, v)?, kind: FaultKind::Kill });
+        if let Some(after) = after {
+            let service = if service == "nats-1" && args.stack.nodes < 2 { "nats-0" } else { service };
+            out.push(Fault { service: service.into(), after, kind: FaultKind::Kill });
         }
     }
-    for k in &args.kill {
-        let (svc, after) =
-            k.split_once(':').ok_or_else(|| usage(format!("--kill {k}: give SERVICE:DURATION, e.g. mosquitto:15s")))?;
-        out.push(Fault { service: svc.into(), after: dur("--kill", after)?, kind: FaultKind::Kill });
-    }
-    for f in &args.freeze {
-        let parts: Vec<&str> = f.split(':').collect();
-        let [svc, after, for_] = parts[..] else {
-            return Err(usage(format!("--freeze {f}: give SERVICE:AFTER:FOR, e.g. mosquitto:12s:10s")));
-        };
-        out.push(Fault {
-            service: svc.into(),
-            after: dur("--freeze", after)?,
-            kind: FaultKind::Freeze(dur("--freeze", for_)?),
-        });
-    }
-    if !out.is_empty() && args.stack == StackKind::External {
+    out.extend(f.kill.iter().cloned());
+    out.extend(f.freeze.iter().cloned());
+    if !out.is_empty() && args.stack.kind == StackKind::External {
         return Err(usage("--kill, --freeze and the crash-test flags need a stack scalebench runs (--stack local or docker): an external stack's processes are not its own".into()));
     }
     // Crash cycles: each kill again, one interval later, N times.
-    let cycles = args.kill_cycles.max(1);
+    let cycles = f.kill_cycles.max(1);
     let kills: Vec<Fault> = out.iter().filter(|f| matches!(f.kind, FaultKind::Kill)).cloned().collect();
     for k in kills {
         for c in 2..=cycles {
@@ -163,24 +148,18 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
 
 pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let steps = match &args.steps {
-        Some(s) => parse_steps(s).map_err(|e| usage(format!("--steps: {e}")))?,
-        None => default_steps(nproc),
-    };
-    let interval = parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?;
-    let warmup = parse_duration(&args.warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
-    let soak = parse_duration(&args.soak).map_err(|e| usage(format!("--soak: {e}")))?;
-    let sample_every = parse_duration(&args.sample_every).map_err(|e| usage(format!("--sample-every: {e}")))?;
-    let drain_timeout = parse_duration(&args.drain_timeout).map_err(|e| usage(format!("--drain-timeout: {e}")))?;
+    let (plugins, ladder, live) = (&args.plugins, &args.ladder, &args.live);
+    let steps = ladder.steps.clone().unwrap_or_else(|| default_steps(nproc));
+    let LadderFlags { interval, warmup, soak, sample_every, drain_timeout, .. } = *ladder;
     if interval.is_zero() || soak.is_zero() || sample_every.is_zero() {
         return Err(usage("--interval, --soak and --sample-every must be above zero".into()));
     }
-    if !args.watch.is_empty() && args.stack != StackKind::External {
+    if !args.external.watch.is_empty() && args.stack.kind != StackKind::External {
         return Err(usage(
             "--watch is for --stack external: scalebench already watches the stacks it runs itself".into(),
         ));
     }
-    let budgets = match &args.budgets {
+    let budgets = match &plugins.budgets {
         Some(p) => Budgets::load(p)?,
         None if std::path::Path::new("budgets.json").exists() => Budgets::load(std::path::Path::new("budgets.json"))?,
         None => {
@@ -189,15 +168,15 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     };
     // Without --probes the set follows the target's storage (below, once
     // its plan is known).
-    let probes = match args.probes.as_deref() {
+    let probes = match plugins.probes.as_deref() {
         Some("none") | None => None,
         Some(other) => Some(other.to_string()),
     };
-    crate::credentials::refuse_in_params("--target-params", &args.target_params).map_err(usage)?;
-    crate::credentials::refuse_in_params("--probe-params", &args.probe_params).map_err(usage)?;
-    let target_password = crate::credentials::load(args.credentials_file.as_deref())?;
+    crate::credentials::refuse_in_params("--target-params", &plugins.target_params).map_err(usage)?;
+    crate::credentials::refuse_in_params("--probe-params", &plugins.probe_params).map_err(usage)?;
+    let target_password = crate::credentials::load(plugins.credentials_file.as_deref())?;
     let repo_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let results_dir = args.results_dir.clone();
+    let results_dir = args.output.results_dir.clone();
     std::fs::create_dir_all(&results_dir).with_context(|| format!("cannot create {}", results_dir.display()))?;
     let run_id = crate::results::fresh_run_id(&results_dir, "-ladder.json");
 
@@ -207,36 +186,36 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         warmup,
         soak,
         sample_every,
-        continue_on_fail: args.continue_on_fail,
-        seed: args.seed,
-        connections: args.connections,
-        inflight: args.inflight,
-        mqtt_user: args.mqtt_user.clone(),
+        continue_on_fail: ladder.continue_on_fail,
+        seed: ladder.seed,
+        connections: ladder.connections,
+        inflight: ladder.inflight,
+        mqtt_user: ladder.mqtt_user.clone(),
         mqtt_password: std::env::var("SCALEBENCH_MQTT_PASSWORD").ok(),
-        http_window: args.http_concurrency.max(1),
+        http_window: ladder.http_concurrency.max(1),
         target_password,
-        model: args.model.clone(),
-        model_params: args.model_params.clone(),
-        target: args.target.clone(),
-        target_params: args.target_params.clone(),
+        model: plugins.model.clone(),
+        model_params: plugins.model_params.clone(),
+        target: plugins.target.clone(),
+        target_params: plugins.target_params.clone(),
         probes,
-        probe_params: args.probe_params.clone(),
+        probe_params: plugins.probe_params.clone(),
         probe_warm_runs: 5,
         drain_timeout,
         results_dir,
         run_id: run_id.clone(),
         command_line: std::env::args().collect(),
-        min_disk_free_bytes: (args.min_disk_free_gb * 1e9) as u64,
+        min_disk_free_bytes: (ladder.min_disk_free_gb * 1e9) as u64,
         repo_dir,
         faults: faults(&args)?,
         live: crate::live_safety::Config {
-            url: args.live_url.clone(),
-            latency_factor: args.live_latency_factor,
-            load_factor: args.live_load_factor,
+            url: live.live_url.clone(),
+            latency_factor: live.live_latency_factor,
+            load_factor: live.live_load_factor,
         },
         prefill: None,
     };
-    if let Some(d) = args.prefill_days {
+    if let Some(d) = ladder.prefill_days {
         if !(d > 0.0 && d <= 3660.0) {
             return Err(usage(format!(
                 "--prefill-days {d}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)"
@@ -256,7 +235,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             .map_err(crate::commands::gen::user_error)?
     };
     let mut cfg = cfg;
-    if args.probes.is_none() {
+    if plugins.probes.is_none() {
         cfg.probes = default_probes(&plan).map(String::from);
     }
     if let Some(spec) = &cfg.probes {
@@ -264,21 +243,22 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     }
     let budgets = check_budgets(&plugin_rt, &cfg, &budgets)?;
     // The isolation guard, for external stacks too: never a live install by accident.
-    if args.stack == StackKind::External {
-        if let Some(u) = &args.mqtt_url {
+    if args.stack.kind == StackKind::External {
+        let (ext, live_host) = (&args.external, &live.live_host);
+        if let Some(u) = &ext.mqtt_url {
             let (h, p) = stack::parse_mqtt_url(u).map_err(usage)?;
-            crate::guard::check_endpoint("MQTT broker", &h, p, &args.live_host)?;
+            crate::guard::check_endpoint("MQTT broker", &h, p, live_host)?;
         }
-        if let Some(pg) = &args.pg_url {
-            crate::guard::check_pg(pg, &args.live_host)?;
+        if let Some(pg) = &ext.pg_url {
+            crate::guard::check_pg(pg, live_host)?;
         }
-        if let Some(n) = &args.nats_url {
-            crate::guard::check_nats_urls(n, &args.live_host)?;
+        if let Some(n) = &ext.nats_url {
+            crate::guard::check_nats_urls(n, live_host)?;
         }
-        for svc in &args.service {
+        for svc in &ext.service {
             let url = svc.split_once('=').map(|(_, u)| u).unwrap_or(svc);
             let (h, p) = stack::url_host_port(url);
-            crate::guard::check_endpoint("HTTP service", &h, p, &args.live_host)?;
+            crate::guard::check_endpoint("HTTP service", &h, p, live_host)?;
         }
     }
 
@@ -306,7 +286,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         let mut cfg = cfg;
         // History before step 1, for the ladder's largest step, into the
         // service the target's history plan names.
-        let prefilled = match args.prefill_days {
+        let prefilled = match args.ladder.prefill_days {
             None => Ok(None),
             Some(days) => {
                 let points = cfg.steps.iter().copied().max().unwrap_or(1) as u32;
@@ -336,7 +316,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         stack.stop();
         // A run dir we made ourselves goes away after a clean run; after an
         // error it stays, for its logs.
-        if args.run_dir.is_none() {
+        if args.stack.run_dir.is_none() {
             let dir = std::env::temp_dir().join(format!("scalebench-run-{run_id}"));
             if result.is_ok() {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -346,7 +326,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
         let result = result?;
         println!("{}", crate::commands::table::render(std::slice::from_ref(&result)));
-        if args.report {
+        if args.output.report {
             let dir = cfg.results_dir.join(format!("{}-report", cfg.run_id));
             let w = crate::report::write(std::slice::from_ref(&result), &dir)?;
             eprintln!("report: {} and {}", w.html.display(), w.markdown.display());

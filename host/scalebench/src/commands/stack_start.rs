@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use local_stack::{LocalStack, StackOptions};
 use plugin_runtime::adapter_types::{Plan, TransportPlan};
 
-use crate::cli::{RunArgs, StackKind};
+use crate::cli::{HistorianCalibration, RunArgs, StackKind};
 use crate::stack::docker::{DockerOptions, DockerStack};
 use crate::stack::external::External;
 use crate::stack::{Endpoint, ServiceKind, StackDriver};
@@ -89,7 +89,7 @@ pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String
 }
 
 /// Arguments for the historian inside a compose stack, as a JSON-list tail.
-fn historian_args(args: &RunArgs) -> String {
+fn historian_args(args: &HistorianCalibration) -> String {
     let mut v: Vec<String> = Vec::new();
     if let Some(n) = args.historian_drop_one_in {
         v.extend(["--drop-one-in".into(), n.to_string()]);
@@ -116,11 +116,11 @@ pub fn docker_options(
     project: Option<String>,
     run_dir: PathBuf,
 ) -> anyhow::Result<DockerOptions> {
-    let file = args.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.nodes));
-    let mut env = port_env(args.base_port)?;
-    env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(args));
+    let file = args.docker.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.stack.nodes));
+    let mut env = port_env(args.stack.base_port)?;
+    env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(&args.calibration));
     let mut caps = BTreeMap::new();
-    for c in &args.cap {
+    for c in &args.docker.cap {
         let (svc, cap) = parse_cap(c).map_err(usage)?;
         caps.insert(svc, cap);
     }
@@ -130,7 +130,7 @@ pub fn docker_options(
         run_dir,
         env,
         caps,
-        cpuset: args.cpuset.clone(),
+        cpuset: args.docker.cpuset.clone(),
         checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         ready_timeout: Duration::from_secs(90),
     })
@@ -139,11 +139,13 @@ pub fn docker_options(
 /// Start (or, for external, describe) the stack a run drives.
 pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> anyhow::Result<Box<dyn StackDriver>> {
     let wants_nats = matches!(plan.transport, TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore);
-    let run_dir = args.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
-    Ok(match args.stack {
+    let run_dir =
+        args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
+    let cal = &args.calibration;
+    Ok(match args.stack.kind {
         StackKind::Local if wants_nats => {
-            let opts = local_stack::nats::NatsOptions::new(&run_dir, args.nodes as usize);
-            eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.nodes, run_dir.display());
+            let opts = local_stack::nats::NatsOptions::new(&run_dir, args.stack.nodes as usize);
+            eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.stack.nodes, run_dir.display());
             Box::new(
                 tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts))
                     .context("cannot start the local NATS stack")?,
@@ -153,22 +155,22 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
             Box::new(start_haystack(args, plan, target, &run_dir)?)
         }
         StackKind::Local => {
-            let mut so = StackOptions::new(&run_dir).with_base_port(args.base_port);
+            let mut so = StackOptions::new(&run_dir).with_base_port(args.stack.base_port);
             so.historian.bin = Some(std::env::current_exe()?);
             so.historian.leading_args = vec!["reference-historian".into()];
-            so.historian.drop_one_in = args.historian_drop_one_in;
-            so.historian.delay_ms = args.historian_delay_ms;
-            so.historian.ack_before_commit = args.historian_ack_before_commit;
-            if let Some(mb) = args.historian_leak_mb_per_s {
+            so.historian.drop_one_in = cal.historian_drop_one_in;
+            so.historian.delay_ms = cal.historian_delay_ms;
+            so.historian.ack_before_commit = cal.historian_ack_before_commit;
+            if let Some(mb) = cal.historian_leak_mb_per_s {
                 so.historian.extra_args.extend(["--leak-mb-per-s".into(), mb.to_string()]);
             }
-            for kv in &args.historian_session_setting {
+            for kv in &cal.historian_session_setting {
                 let (k, v) = kv.split_once('=').ok_or_else(|| {
                     usage(format!("--historian-session-setting {kv}: give NAME=VALUE, e.g. synchronous_commit=off"))
                 })?;
                 so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
             }
-            so.mosquitto_acl_file = args.mosquitto_acl.clone();
+            so.mosquitto_acl_file = cal.mosquitto_acl.clone();
             eprintln!(
                 "starting the local stack in {} (mqtt {}, postgres {})",
                 run_dir.display(),
@@ -178,7 +180,7 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
             Box::new(LocalStack::start(so).await.context("cannot start the local stack")?)
         }
         StackKind::Docker => {
-            let stem = compose_file_for(plan, args.nodes)
+            let stem = compose_file_for(plan, args.stack.nodes)
                 .file_stem()
                 .map(|s| s.to_string_lossy().to_string())
                 .unwrap_or_else(|| "stack".into());
@@ -188,22 +190,23 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
             Box::new(DockerStack::up(&opts, true).await?)
         }
         StackKind::External => {
+            let ext = &args.external;
             let mut endpoints = Vec::new();
-            if let Some(u) = &args.mqtt_url {
+            if let Some(u) = &ext.mqtt_url {
                 crate::stack::parse_mqtt_url(u).map_err(usage)?;
                 endpoints.push(Endpoint { name: "broker".into(), kind: ServiceKind::Mqtt, address: u.clone() });
             }
-            if let Some(pg) = &args.pg_url {
+            if let Some(pg) = &ext.pg_url {
                 endpoints.push(Endpoint { name: "postgres".into(), kind: ServiceKind::Postgres, address: pg.clone() });
             }
-            if let Some(n) = &args.nats_url {
+            if let Some(n) = &ext.nats_url {
                 endpoints.push(Endpoint { name: "nats".into(), kind: ServiceKind::Nats, address: n.clone() });
             }
-            for s in &args.service {
+            for s in &ext.service {
                 let (name, url) = crate::stack::parse_service(s).map_err(usage)?;
                 endpoints.push(Endpoint { name, kind: ServiceKind::Http, address: url });
             }
-            let watchers = crate::stack::watch::Watchers::start(&args.watch).await.map_err(usage)?;
+            let watchers = crate::stack::watch::Watchers::start(&ext.watch).await.map_err(usage)?;
             let ext = External { endpoints, watchers };
             // Ask only for what the target's plan names.
             let missing: Vec<String> =
@@ -232,13 +235,13 @@ fn start_haystack(
         plugin_runtime::adapter_types::StoragePlan::Http(s) => s.clone(),
         _ => plan.services.first().cloned().unwrap_or_else(|| "api".into()),
     };
-    let params: serde_json::Value = serde_json::from_str(&args.target_params).unwrap_or_default();
+    let params: serde_json::Value = serde_json::from_str(&args.plugins.target_params).unwrap_or_default();
     let user = params.get("user").and_then(|u| u.as_str()).filter(|u| !u.is_empty());
     std::fs::create_dir_all(run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
     let auth = match user {
         None => None,
         Some(u) => {
-            let pw = crate::credentials::load(args.credentials_file.as_deref())?.ok_or_else(|| {
+            let pw = crate::credentials::load(args.plugins.credentials_file.as_deref())?.ok_or_else(|| {
                 usage(format!("target {target} logs in as `{u}`, but no password was given\nhint: pass --credentials-file PATH or set {}", crate::credentials::ENV))
             })?;
             let file = run_dir.join("haystack-password");
@@ -250,7 +253,7 @@ fn start_haystack(
         run_dir: run_dir.to_path_buf(),
         program: std::env::current_exe()?,
         leading_args: vec!["haystack-testserver".into()],
-        base_port: args.base_port,
+        base_port: args.stack.base_port,
         auth,
         extra_args: Vec::new(),
         ready_timeout: Duration::from_secs(30),

@@ -125,9 +125,8 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     if models.len() < 2 {
         return Err(usage("--models needs at least two models to compare, e.g. plant-shaped,noise".into()));
     }
-    let points = crate::units::parse_points(&args.points).map_err(|e| usage(format!("--points: {e}")))? as u32;
-    let interval_ms =
-        crate::units::parse_duration(&args.interval).map_err(|e| usage(format!("--interval: {e}")))?.as_millis() as u64;
+    let points = args.points as u32;
+    let interval_ms = args.interval.as_millis() as u64;
     if interval_ms == 0 || args.hours.is_nan() || args.hours <= 0.0 {
         return Err(usage("--interval and --hours must be above zero".into()));
     }

@@ -1,21 +1,7 @@
 //! ISO-8601 UTC date-times with milliseconds, written from epoch ms without
 //! any date library: `2026-11-30T14:00:00.123Z`.
 
-/// (year, month 1..=12, day 1..=31) of a count of days since 1970-01-01.
-/// Howard Hinnant's `civil_from_days`, valid for every i64 day count that
-/// epoch milliseconds can produce.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11], March-based
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d)
-}
+use scalebench_plugin_sdk::date::civil_from_days;
 
 #[inline]
 fn two(out: &mut [u8], at: usize, v: u32) {
@@ -126,34 +112,6 @@ mod tests {
         assert_eq!(iso(253_402_300_800_000), "+010000-01-01T00:00:00.000Z");
         assert_eq!(iso(-62_167_219_200_000), "0000-01-01T00:00:00.000Z");
         assert_eq!(iso(-62_167_219_200_001), "-000001-12-31T23:59:59.999Z");
-    }
-
-    /// Every day from 1600 to 2400 against a naive day-by-day calendar walk.
-    #[test]
-    fn civil_matches_a_calendar_walk() {
-        fn leap(y: i64) -> bool {
-            (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-        }
-        let dim = |y: i64, m: u32| match m {
-            1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-            4 | 6 | 9 | 11 => 30,
-            _ if leap(y) => 29,
-            _ => 28,
-        };
-        // 1600-01-01 is day -135140 relative to 1970-01-01.
-        let (mut y, mut m, mut d) = (1600i64, 1u32, 1u32);
-        for days in -135_140i64..157_000 {
-            assert_eq!(civil_from_days(days), (y, m, d), "day {days}");
-            d += 1;
-            if d > dim(y, m) {
-                d = 1;
-                m += 1;
-                if m > 12 {
-                    m = 1;
-                    y += 1;
-                }
-            }
-        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+use scalebench_plugin_sdk::date::{civil_from_days, days_from_civil};
+
 /// A time zone the adapter can write timestamps in without a tz database:
 /// `UTC`, or the fixed-offset Haystack zones `GMT+n` / `GMT-n` (POSIX sign:
 /// `GMT+5` is five hours *behind* UTC, like `Etc/GMT+5`).
@@ -41,30 +43,6 @@ impl Tz {
             "time zone {name:?} needs a tz database the adapter does not carry; use \"UTC\" or a fixed-offset zone \"GMT+n\"/\"GMT-n\""
         ))
     }
-}
-
-/// (year, month, day) of days since 1970-01-01 (Howard Hinnant's algorithm).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + if m <= 2 { 1 } else { 0 }, m, d)
-}
-
-/// Days since 1970-01-01 of a civil date.
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 } as i64;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Zinc DateTime of epoch `ms` in `tz`: `2024-05-01T12:00:00.250Z UTC`,
