@@ -8,7 +8,7 @@ CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CARGO_TARGET_DIR
 RUN_ARGS ?= --steps 1k,2.5k --warmup 10s --soak 30s
 
-.PHONY: setup setup-run run test bench lint
+.PHONY: setup setup-run run test bench bench-smoke lint
 
 setup:
 	./scripts/setup.sh
@@ -24,8 +24,16 @@ test: setup
 	cargo test --release --workspace
 	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release
 
+# Every benchmark in a short mode (a few minutes); figures in results/bench/.
 bench: setup
-	cargo run --release -p scalebench -- gen --bench --model plant-shaped
+	cargo build --release -p scalebench
+	./scripts/bench.sh short
+
+# Every benchmark at tiny sizes (seconds each): CI runs it so a benchmark
+# that breaks fails the build. Its records go to a scratch directory.
+bench-smoke:
+	cargo build --release -p scalebench
+	BENCH_DIR=$$(mktemp -d) ./scripts/bench.sh smoke
 
 # The gates CI runs before the tests: formatting and clippy in both
 # workspaces (the host's and the plugins'), no import cycle in the host

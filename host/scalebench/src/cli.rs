@@ -122,6 +122,9 @@ pub struct ReportArgs {
     /// 15-minute soaks, beside reading the same result; writes nothing you keep.
     #[arg(long, conflicts_with = "files")]
     pub bench: bool,
+    /// With --bench: where its figures go as JSON.
+    #[arg(long, value_name = "DIR", default_value = "results/bench", requires = "bench")]
+    pub record: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +213,15 @@ pub enum BenchCommand {
     Http(HttpBenchArgs),
 }
 
+/// Where a benchmark writes its figures ([`crate::bench_record`]).
+#[derive(Debug, Clone, Args)]
+pub struct BenchRecordArgs {
+    /// Where the benchmark's figures go as JSON (one file per benchmark,
+    /// replaced by each run).
+    #[arg(long, value_name = "DIR", default_value = "results/bench")]
+    pub record: std::path::PathBuf,
+}
+
 #[derive(Debug, Args)]
 pub struct StacksBenchArgs {
     #[arg(long, value_parser = parse_steps, default_value = "1k,2.5k")]
@@ -222,6 +234,8 @@ pub struct StacksBenchArgs {
     pub target: String,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]
@@ -240,6 +254,8 @@ pub struct HttpBenchArgs {
     pub connections: u32,
     #[arg(long, default_value_t = 8)]
     pub window: u32,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]
@@ -258,6 +274,8 @@ pub struct PrefillBenchArgs {
     pub row_at_a_time_rows: u64,
     #[arg(long, default_value_t = 21883)]
     pub base_port: u16,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +294,8 @@ pub struct NatsBenchArgs {
     pub connections: u32,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +325,8 @@ pub struct GeneratorBenchArgs {
     /// Also write the figures as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]
@@ -697,6 +719,9 @@ pub struct GenArgs {
     /// noise on the same points. `scalebench storage` measures real stores.
     #[arg(long, conflicts_with = "bench")]
     pub compression: bool,
+    /// With --bench: where its figures go as JSON.
+    #[arg(long, value_name = "DIR", default_value = "results/bench", requires = "bench")]
+    pub record: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -20,6 +20,7 @@
 //!   `catalog` (plugins by name), `points`, `hardware`, `guard`.
 
 pub mod atomic_file;
+pub mod bench_record;
 pub mod budgets;
 pub mod canary;
 pub mod catalog;

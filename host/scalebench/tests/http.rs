@@ -586,8 +586,10 @@ fn a_prefill_whose_server_lost_the_history_writes_it_again() {
 /// and its server is gone afterwards.
 #[test]
 fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
+    let record = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
-        .args(["bench", "http", "--points", "200", "--messages", "300", "--batch", "20"])
+        .args(["bench", "http", "--points", "200", "--messages", "300", "--batch", "20", "--record"])
+        .arg(record.path())
         .env("SCALEBENCH_CACHE_DIR", cache_dir())
         .output()
         .unwrap();
@@ -608,6 +610,13 @@ fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
         }
         assert_eq!(cells[3], "300 of 300", "{arm}: every hisWrite acknowledged: {text}");
     }
+    // The figures as JSON: the transport's rate beside the baseline, and the ratio's goal.
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(record.path().join("bench-http.json")).unwrap()).unwrap();
+    let f = &r["figures"][0];
+    assert!(f["value"].as_f64().unwrap() > 0.0 && f["baseline"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(f["goal"], "ratio >= 0.9", "{r}");
+    assert!(f["ratio"].as_f64().is_some() && f["goal_met"].is_boolean(), "{r}");
     assert_eq!(row("scalebench HTTP transport + judge")[4], "0", "no transport errors: {text}");
     let ratio = text
         .lines()

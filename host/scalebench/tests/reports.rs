@@ -696,8 +696,13 @@ fn on_a_pseudo_terminal_progress_is_a_bar_redrawn_in_place() {
 
 #[test]
 fn report_bench_prints_the_render_time_beside_its_baseline() {
-    let o = scalebench(&["report", "--bench"]);
+    let record = tempfile::tempdir().unwrap();
+    let o = scalebench(&["report", "--bench", "--record", record.path().to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(record.path().join("report-bench.json")).unwrap()).unwrap();
+    assert_eq!(r["benchmark"], "report --bench");
+    assert!(r["figures"][0]["value"].as_f64().unwrap() > 0.0 && r["machine"]["nproc"].as_u64().unwrap() >= 1, "{r}");
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("synthetic 7-step ladder, 15-minute soaks (64 samples a step"), "{t}");
     assert!(t.contains("(baseline)") && t.contains("50 SVG charts") && t.contains("goal < 1 s:"), "{t}");

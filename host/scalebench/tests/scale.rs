@@ -94,6 +94,8 @@ fn a_broker_frozen_under_500k_points_grows_behind_schedule_not_the_generators_me
         "--no-baseline",
         "--json",
         json.to_str().unwrap(),
+        "--record",
+        dir.path().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let arms: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

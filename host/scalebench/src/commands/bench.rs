@@ -16,6 +16,7 @@ use anyhow::Context as _;
 use plugin_runtime::{NoServices, TargetAdapter, ValueModel};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
+use crate::bench_record::{self, Figure};
 use crate::cli::{GeneratorBenchArgs, PluginOptions};
 use crate::commands::gen_bench::group;
 use crate::hardware;
@@ -350,10 +351,34 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
         Some(tokio_rt.block_on(plain_publisher(broker.port, conns, seconds, payload)))
     };
     print_generator(&args, &arms, plain.as_ref());
+    bench_record::write(&args.record.record, "bench generator", generator_figures(&arms, plain.as_ref()))?;
     if let Some(path) = &args.json {
         crate::atomic_file::write(path, serde_json::to_string_pretty(&arms)?.as_bytes())?;
     }
     Ok(())
+}
+
+/// Per arm: acked msgs/s and CPU per ack beside the plain publisher, peak RSS.
+fn generator_figures(arms: &[Arm], plain: Option<&Figures>) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for a in arms {
+        let label = match (a.stalled_s, a.latency_recorded) {
+            (Some(s), _) => format!("{} pts, broker frozen {s:.0} s", a.points),
+            (None, true) => format!("{} pts", a.points),
+            (None, false) => format!("{} pts, latency not recorded", a.points),
+        };
+        let mut rate = Figure::new(format!("acked msgs/s, {label}"), a.acked_per_s, "msgs/s");
+        let mut cpu = Figure::new(format!("generator CPU per ack, {label}"), a.cpu_us_per_acked, "us");
+        if let Some(p) = plain {
+            rate = rate.vs("plain rumqttc, no pacing", p.rate());
+            cpu = cpu.vs("plain rumqttc, no pacing", p.cpu_us());
+        }
+        let mb = a.peak_rss_bytes as f64 / 1e6;
+        out.push(rate);
+        out.push(cpu.goal("<= 2 us per acked message", a.cpu_us_per_acked <= 2.0));
+        out.push(Figure::new(format!("peak RSS, {label}"), mb, "MB").goal("<= 300 MB at 1M points", mb <= 300.0));
+    }
+    out
 }
 
 fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figures>) {
@@ -576,5 +601,12 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
         "Goal: scalebench's JetStream rate >= 0.9 of the plain publisher's. Unique writes only: no fan-out is counted."
     );
     cluster.stop();
+    let figures = rows
+        .iter()
+        .map(|(label, plain, ours)| {
+            Figure::new(label.to_string(), *ours, "msgs/s").vs("plain async-nats", *plain).ratio_goal(0.9)
+        })
+        .collect();
+    bench_record::write(&args.record.record, "bench nats", figures)?;
     Ok(())
 }

@@ -248,6 +248,10 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
         );
         println!("| plain hyper (2nd) | {:.0} | {:.0} | {ok2} of {n} | - |", n / p2, readings as f64 / p2);
         println!("scalebench / plain (mean of both): {:.2}", (n / s) / ((n / p1 + n / p2) / 2.0));
+        let figure = crate::bench_record::Figure::new("HTTP transport + judge", n / s, "requests/s")
+            .vs("plain hyper, same bodies and concurrency (mean of two runs)", (n / p1 + n / p2) / 2.0)
+            .ratio_goal(0.9);
+        crate::bench_record::write(&args.record.record, "bench http", vec![figure])?;
         Ok(())
     })
 }

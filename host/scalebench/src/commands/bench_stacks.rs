@@ -50,6 +50,8 @@ fn free_base_port() -> u16 {
     (21_000..29_000).step_by(100).find(|b| (*b..b + 10).all(free)).unwrap_or(21_883)
 }
 
+use crate::bench_record::{self, Figure};
+
 pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new().prefix("scalebench-bench-stacks-").tempdir()?;
     let local = arm(&args, "local", dir.path())?;
@@ -89,5 +91,16 @@ pub fn run(args: StacksBenchArgs) -> anyhow::Result<()> {
         let caps: Vec<String> = caps.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         println!("docker caps: {}", caps.join("; "));
     }
+    let mut figures = Vec::new();
+    for (i, step) in local.steps.iter().enumerate() {
+        let (Some(l), Some(d)) = (step.ingest.stored_rps, docker.steps.get(i).and_then(|s| s.ingest.stored_rps)) else {
+            continue;
+        };
+        figures.push(
+            Figure::new(format!("stored/s on the Docker stack at {} points", step.points), d, "readings/s")
+                .vs("the local stack", l),
+        );
+    }
+    bench_record::write(&args.record.record, "bench stacks", figures)?;
     Ok(())
 }

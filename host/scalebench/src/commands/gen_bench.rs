@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use plugin_runtime::{Limits, Runtime, ValueModel};
 
+use crate::bench_record::Figure;
 use crate::catalog;
 use crate::cli::{Format, GenArgs, PluginOptions, UsageError};
 use crate::output::ReadingWriter;
@@ -182,6 +183,17 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
         "JSON: {:.1} MB per million readings. The generator write-up this project started from, one core: 3,164,557 values/s; + JSON 1,158,749/s.",
         json_bytes as f64 / n as f64
     );
+    let stage = |name: &str, w: &Rate, nat: Option<&Rate>| {
+        let f = Figure::new(name, w.values_per_s, "values/s");
+        match nat {
+            Some(nat) => f.vs("the same model compiled natively", nat.values_per_s),
+            None => f,
+        }
+    };
+    let mut figures = vec![
+        stage("values through WebAssembly, one core", &wasm_values, native_values.as_ref()),
+        stage("values + JSON through WebAssembly, one core", &wasm_json, native_json.as_ref()),
+    ];
 
     // Loading.
     if let Some(bytes) =
@@ -219,8 +231,12 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
             "plugin load: compile (cold) {:.1} ms; from compile cache median {:.2} ms (max {:.2}, n=20); instantiate median {:.2} ms",
             cold_ms, loads[10], loads[19], inst[10]
         );
+        figures.push(
+            Figure::new("plugin load from the compile cache (median)", loads[10], "ms").vs("compile (cold)", cold_ms),
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
+    crate::bench_record::write(&args.record, "gen --bench", figures)?;
     Ok(())
 }
 

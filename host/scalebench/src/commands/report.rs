@@ -13,7 +13,7 @@ pub fn default_out(first_file: &std::path::Path, run: &RunResult) -> PathBuf {
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     if args.bench {
-        return crate::commands::report_bench::run();
+        return crate::commands::report_bench::run(&args.record);
     }
     let files = crate::commands::table::collect(&args.files)?;
     let runs = files.iter().map(|f| RunResult::load(f)).collect::<anyhow::Result<Vec<_>>>()?;

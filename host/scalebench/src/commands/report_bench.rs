@@ -211,7 +211,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(record: &std::path::Path) -> anyhow::Result<()> {
     let result = synthetic_ladder(&[1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000], 900.0);
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("bench-ladder.json");
@@ -244,5 +244,9 @@ pub fn run() -> anyhow::Result<()> {
         render / read.max(1e-9),
         if render < 1.0 { "met" } else { "NOT met" }
     );
+    let figure = crate::bench_record::Figure::new("render report.html + report.md + charts", render * 1e3, "ms")
+        .vs("read the result file", read * 1e3)
+        .goal("< 1 s", render < 1.0);
+    crate::bench_record::write(record, "report --bench", vec![figure])?;
     Ok(())
 }

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Every benchmark, each writing its figures (figure, baseline, ratio, goal,
+# machine) to <dir>/<benchmark>.json. Ratios are printed and recorded, never
+# asserted: a benchmark fails only when it cannot run.
+#
+#   scripts/bench.sh [short]   a few minutes, the figures the README quotes (`make bench`)
+#   scripts/bench.sh smoke     tiny sizes, seconds each (`.ci/run`): a broken benchmark fails CI
+#
+# BENCH_DIR sets where the records go (default results/bench); SCALEBENCH the binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-short}"
+BIN="${SCALEBENCH:-${CARGO_TARGET_DIR:-target}/release/scalebench}"
+dir="${BENCH_DIR:-results/bench}"
+mkdir -p "$dir"
+
+case "$mode" in
+  short)
+    gen=(--tags 10000 --samples 1000)
+    generator=(--points 100k,1m --interval 5s --seconds 10 --stall 5s)
+    nats=(--seconds 4 --repeats 3)
+    http=()
+    prefill=(--points 20k)
+    stacks=(--steps 1k --warmup 5s --soak 15s)
+    ;;
+  smoke)
+    gen=(--tags 200 --samples 50)
+    generator=(--points 2k --interval 1s --seconds 2)
+    nats=(--points 5k --seconds 1 --repeats 1)
+    http=(--points 200 --messages 300 --batch 20)
+    prefill=(--points 500 --days 0.25)
+    stacks=(--steps 200 --warmup 1s --soak 3s)
+    ;;
+  *) echo "usage: scripts/bench.sh [short|smoke]" >&2; exit 2 ;;
+esac
+
+run() {
+  local name="$1"; shift
+  echo "== $name" >&2
+  local t0=$SECONDS
+  "$BIN" "$@" --record "$dir"
+  echo "== $name: $((SECONDS - t0)) s" >&2
+}
+
+run "gen --bench" gen --bench "${gen[@]}"
+run "report --bench" report --bench
+run "bench generator" bench generator "${generator[@]}"
+run "bench nats" bench nats "${nats[@]}"
+run "bench http" bench http "${http[@]}"
+run "bench prefill" bench prefill "${prefill[@]}"
+./scripts/dockerd.sh start >/dev/null
+./scripts/docker-images.sh "$BIN" >&2
+run "bench stacks" bench stacks "${stacks[@]}"
+
+# Every benchmark left a whole record with finite figures.
+python3 - "$dir" <<'PY'
+import json, math, sys, pathlib
+names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks"]
+bad = []
+for n in names:
+    p = pathlib.Path(sys.argv[1]) / f"{n}.json"
+    try:
+        r = json.loads(p.read_text())
+    except Exception as e:
+        bad.append(f"{p}: {e}"); continue
+    figs = r.get("figures") or []
+    if not figs or not all(isinstance(f.get("value"), (int, float)) and math.isfinite(f["value"]) for f in figs):
+        bad.append(f"{p}: no finite figures"); continue
+    for f in figs:
+        ratio = f"  ratio {f['ratio']:.2f} vs {f['baseline_name']}" if f.get("ratio") is not None else ""
+        goal = f"  goal {f['goal']}: {'met' if f.get('goal_met') else 'NOT met'}" if f.get("goal") else ""
+        print(f"{r['benchmark']:<16} {f['name']:<52} {f['value']:>14,.2f} {f['unit']}{ratio}{goal}")
+if bad:
+    print("benchmarks without a record:\n  " + "\n  ".join(bad), file=sys.stderr); sys.exit(1)
+PY
