@@ -1,4 +1,6 @@
 //! The command line. Data goes to stdout (or `--out`), progress and logs to stderr.
+//! (Over 700 lines: every subcommand's flags, in groups, with their help
+//! text and the parsers clap calls; nothing else lives here.)
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -5,6 +5,8 @@
 //! on fixed result files (tests/fixtures: real runs, kept); compare of real
 //! runs across targets and value models; the progress display off a
 //! terminal and on a pseudo-terminal.
+//! (Over 700 lines: everything a reader of results sees, tested together
+//! because the same fixtures and the one Chromium helper serve all of it.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
