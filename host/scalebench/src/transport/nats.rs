@@ -10,8 +10,8 @@
 //! ordered consumer reads every message and counts the readings it carries
 //! per second of payload ts, the host's side of storage plan `jetstream`.
 //! The host never decodes an adapter's payload: it sets headers of its own
-//! on every message it publishes (`Scalebench-Ts-S`, `Scalebench-Readings`,
-//! `Scalebench-Canary`, `Scalebench-Topology`) and counts by those.
+//! on every message it publishes (one, [`HEADER`]: the payload second and
+//! readings carried, or the canary, or topology) and counts by that.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -236,22 +236,42 @@ impl super::Transport for NatsTransport {
 }
 
 /// Headers naming what a message carries, for counting in the stream.
-pub const H_TS_S: &str = "Scalebench-Ts-S";
-pub const H_READINGS: &str = "Scalebench-Readings";
-pub const H_CANARY: &str = "Scalebench-Canary";
-pub const H_TOPOLOGY: &str = "Scalebench-Topology";
+/// The one header the host sets on every message it publishes: what the
+/// message carries, in a form the stored count reads back without decoding
+/// the adapter's payload — `"<ts_s> <readings>"`, `"canary <seq>"` or
+/// `"topology"`. One header, not one per fact: building and writing a
+/// header map is most of what a publish costs the client (measured with
+/// `scalebench bench nats`).
+pub const HEADER: &str = "Scalebench";
+
+/// The header of a message carrying `n` readings of second `ts_s`.
+pub fn reading_header(ts_s: i64, n: u32) -> async_nats::HeaderMap {
+    headers(Carries::Readings { n, ts_s })
+}
 
 fn headers(carries: Carries) -> async_nats::HeaderMap {
     let mut h = async_nats::HeaderMap::new();
-    match carries {
+    let value = match carries {
         Carries::Readings { n, ts_s } => {
-            h.insert(H_TS_S, ts_s.to_string().as_str());
-            h.insert(H_READINGS, n.to_string().as_str());
+            let (mut a, mut b) = (itoa::Buffer::new(), itoa::Buffer::new());
+            let (ts, n) = (a.format(ts_s), b.format(n));
+            let mut v = String::with_capacity(ts.len() + 1 + n.len());
+            v.push_str(ts);
+            v.push(' ');
+            v.push_str(n);
+            v
         }
-        Carries::Canary { seq } => h.insert(H_CANARY, seq.to_string().as_str()),
-        Carries::Topology => h.insert(H_TOPOLOGY, "1"),
-    }
+        Carries::Canary { seq } => format!("canary {seq}"),
+        Carries::Topology => "topology".to_string(),
+    };
+    h.insert(HEADER, value);
     h
+}
+
+/// Readings a message carries, by second of payload ts, from its header.
+pub fn carried_readings(value: &str) -> Option<(i64, u64)> {
+    let (ts, n) = value.split_once(' ')?;
+    Some((ts.parse().ok()?, n.parse().ok()?))
 }
 
 fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
@@ -381,11 +401,10 @@ pub async fn stored_per_second(
             Ok(None) | Err(_) => break,
         };
         read += 1;
-        let header =
-            |name: &str| msg.headers.as_ref().and_then(|h| h.get(name)).and_then(|v| v.as_str().parse::<i64>().ok());
-        if let (Some(ts_s), Some(n)) = (header(H_TS_S), header(H_READINGS)) {
+        let carried = msg.headers.as_ref().and_then(|h| h.get(HEADER)).and_then(|v| carried_readings(v.as_str()));
+        if let Some((ts_s, n)) = carried {
             if ts_s * 1000 >= window.0 && ts_s * 1000 < window.1 && n > 0 {
-                *per_second.entry(ts_s).or_default() += n as u64;
+                *per_second.entry(ts_s).or_default() += n;
             }
         }
         if let Ok(info) = msg.info() {
@@ -395,4 +414,22 @@ pub async fn stored_per_second(
         }
     }
     Ok((per_second, read))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_one_header_carries_what_the_stored_count_reads_back() {
+        let h = headers(Carries::Readings { n: 50, ts_s: 1_733_221_234 });
+        let v = h.get(HEADER).expect("the header is set");
+        assert_eq!(v.as_str(), "1733221234 50");
+        assert_eq!(carried_readings(v.as_str()), Some((1_733_221_234, 50)));
+        // Canaries and topology carry no readings.
+        for c in [Carries::Canary { seq: 7 }, Carries::Topology] {
+            assert_eq!(carried_readings(headers(c).get(HEADER).unwrap().as_str()), None);
+        }
+        assert_eq!(h.iter().count(), 1, "one header, not one per fact");
+    }
 }
