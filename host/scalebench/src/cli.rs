@@ -256,6 +256,9 @@ pub struct HttpBenchArgs {
     pub connections: u32,
     #[arg(long, default_value_t = 8)]
     pub window: u32,
+    /// Each arm runs this many times, alternating; medians are compared.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u32,
     #[command(flatten)]
     pub record: BenchRecordArgs,
 }

@@ -588,7 +588,7 @@ fn a_prefill_whose_server_lost_the_history_writes_it_again() {
 fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
     let record = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
-        .args(["bench", "http", "--points", "200", "--messages", "300", "--batch", "20", "--record"])
+        .args(["bench", "http", "--points", "200", "--messages", "300", "--batch", "20", "--repeats", "2", "--record"])
         .arg(record.path())
         .env("SCALEBENCH_CACHE_DIR", cache_dir())
         .output()
@@ -602,7 +602,7 @@ fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
             text.lines().find(|l| l.starts_with(&format!("| {arm} |"))).unwrap_or_else(|| panic!("{arm}: {text}"));
         line.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect()
     };
-    for arm in ["plain hyper (1st)", "scalebench HTTP transport + judge", "plain hyper (2nd)"] {
+    for arm in ["plain hyper", "scalebench HTTP transport + judge"] {
         let cells = row(arm);
         for figure in &cells[1..3] {
             let v: f64 = figure.parse().unwrap_or_else(|_| panic!("{arm}: {figure:?} is not a figure: {text}"));
@@ -610,6 +610,8 @@ fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
         }
         assert_eq!(cells[3], "300 of 300", "{arm}: every hisWrite acknowledged: {text}");
     }
+    assert!(text.contains("scalebench / plain (medians of 2 alternating repeats): "), "{text}");
+    assert_eq!(text.lines().find(|l| l.starts_with("per-repeat ratios")).unwrap().matches(", ").count(), 1, "{text}");
     // The figures as JSON: the transport's rate beside the baseline, and the ratio's goal.
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(record.path().join("bench-http.json")).unwrap()).unwrap();

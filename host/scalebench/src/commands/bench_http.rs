@@ -169,7 +169,7 @@ async fn scalebench_arm(
     url: &str,
     writes: &[(Arc<str>, Bytes, u32)],
     args: &HttpBenchArgs,
-    judge: plugin_runtime::TargetAdapter,
+    rules: Arc<dyn crate::transport::http::IngestRules>,
 ) -> anyhow::Result<(f64, crate::transport::AckCounts)> {
     let cfg = HttpConfig {
         bases: [(SERVICE.to_string(), url.to_string())].into(),
@@ -177,7 +177,7 @@ async fn scalebench_arm(
         window: args.window.max(1) as usize,
         request_timeout: Duration::from_secs(30),
         channel_batches: 4,
-        rules: Arc::new(AdapterRules(Arc::new(Mutex::new(judge)))),
+        rules,
     };
     let transport = HttpTransport::start(&cfg);
     let senders = transport.senders();
@@ -229,27 +229,39 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
         }
         // One unmeasured pass first (the server's history maps fill up: the
         // arms then replace samples, the same work for each), then the
-        // baseline first and last, scalebench between: drift shows as a gap
-        // between the two baselines.
+        // arms alternate, `repeats` times each; medians are compared.
         plain_arm(&server.url, &b.writes, tasks).await?;
-        let (p1, ok1) = plain_arm(&server.url, &b.writes, tasks).await?;
-        let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, judge).await?;
-        let (p2, ok2) = plain_arm(&server.url, &b.writes, tasks).await?;
+        let rules: Arc<dyn crate::transport::http::IngestRules> = Arc::new(AdapterRules(Arc::new(Mutex::new(judge))));
         let n = b.writes.len() as f64;
-        println!("| arm | requests/s | readings/s | acked | errors |");
+        let (mut plain, mut ours) = (Vec::new(), Vec::new());
+        let (mut plain_ok, mut ours_acked, mut ours_errors) = (u64::MAX, u64::MAX, 0u64);
+        for _ in 0..args.repeats.max(1) {
+            let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
+            let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, rules.clone()).await?;
+            plain.push(n / p);
+            ours.push(n / s);
+            plain_ok = plain_ok.min(ok);
+            ours_acked = ours_acked.min(counts.acked_msgs);
+            ours_errors += counts.errors;
+        }
+        let ratios: Vec<String> = plain.iter().zip(&ours).map(|(p, o)| format!("{:.2}", o / p)).collect();
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let (p, s) = (median(&mut plain), median(&mut ours));
+        let per_request = readings as f64 / n;
+        println!("| arm | requests/s | readings/s | acked (fewest of any repeat) | errors |");
         println!("|---|---|---|---|---|");
-        println!("| plain hyper (1st) | {:.0} | {:.0} | {ok1} of {n} | - |", n / p1, readings as f64 / p1);
+        println!("| plain hyper | {p:.0} | {:.0} | {plain_ok} of {n} | - |", p * per_request);
         println!(
-            "| scalebench HTTP transport + judge | {:.0} | {:.0} | {} of {n} | {} |",
-            n / s,
-            readings as f64 / s,
-            counts.acked_msgs,
-            counts.errors
+            "| scalebench HTTP transport + judge | {s:.0} | {:.0} | {ours_acked} of {n} | {ours_errors} |",
+            s * per_request
         );
-        println!("| plain hyper (2nd) | {:.0} | {:.0} | {ok2} of {n} | - |", n / p2, readings as f64 / p2);
-        println!("scalebench / plain (mean of both): {:.2}", (n / s) / ((n / p1 + n / p2) / 2.0));
-        let figure = crate::bench_record::Figure::new("HTTP transport + judge", n / s, "requests/s")
-            .vs("plain hyper, same bodies and concurrency (mean of two runs)", (n / p1 + n / p2) / 2.0)
+        println!("per-repeat ratios (alternating): {}", ratios.join(", "));
+        println!("scalebench / plain (medians of {} alternating repeats): {:.2}", args.repeats.max(1), s / p);
+        let figure = crate::bench_record::Figure::new("HTTP transport + judge", s, "requests/s")
+            .vs("plain hyper, same bodies and concurrency (median of alternating repeats)", p)
             .ratio_goal(0.9);
         crate::bench_record::write(&args.record.record, "bench http", vec![figure])?;
         Ok(())
