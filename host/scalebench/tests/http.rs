@@ -622,7 +622,7 @@ fn bench_http_runs_and_prints_its_figures_beside_the_baseline() {
     assert_eq!(row("scalebench HTTP transport + judge")[4], "0", "no transport errors: {text}");
     let ratio = text
         .lines()
-        .find_map(|l| l.strip_prefix("scalebench / plain (mean of both): "))
+        .find_map(|l| l.strip_prefix("scalebench / plain (medians of 2 alternating repeats): "))
         .unwrap_or_else(|| panic!("no ratio line: {text}"));
     let ratio: f64 = ratio.trim().parse().unwrap_or_else(|_| panic!("ratio {ratio:?}: {text}"));
     assert!(ratio.is_finite() && ratio > 0.0, "{ratio}");
