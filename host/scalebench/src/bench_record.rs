@@ -82,6 +82,12 @@ pub struct Record {
     pub figures: Vec<Figure>,
 }
 
+/// The median of a benchmark's repeats (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 /// The file a benchmark's record goes to in `dir`: `bench-nats.json`.
 pub fn path_in(dir: &Path, benchmark: &str) -> PathBuf {
     let name: String = benchmark.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect::<String>();

@@ -358,15 +358,20 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
     Ok(())
 }
 
+/// An arm in words: "100,000 pts, broker frozen 5 s".
+fn arm_label(a: &Arm) -> String {
+    match (a.stalled_s, a.latency_recorded) {
+        (Some(s), _) => format!("{} pts, broker frozen {s:.0} s", group(a.points)),
+        (None, true) => format!("{} pts", group(a.points)),
+        (None, false) => format!("{} pts, latency not recorded", group(a.points)),
+    }
+}
+
 /// Per arm: acked msgs/s and CPU per ack beside the plain publisher, peak RSS.
 fn generator_figures(arms: &[Arm], plain: Option<&Figures>) -> Vec<Figure> {
     let mut out = Vec::new();
     for a in arms {
-        let label = match (a.stalled_s, a.latency_recorded) {
-            (Some(s), _) => format!("{} pts, broker frozen {s:.0} s", a.points),
-            (None, true) => format!("{} pts", a.points),
-            (None, false) => format!("{} pts, latency not recorded", a.points),
-        };
+        let label = arm_label(a);
         let mut rate = Figure::new(format!("acked msgs/s, {label}"), a.acked_per_s, "msgs/s");
         let mut cpu = Figure::new(format!("generator CPU per ack, {label}"), a.cpu_us_per_acked, "us");
         if let Some(p) = plain {
@@ -410,11 +415,7 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
         );
     }
     for a in arms {
-        let label = match (a.stalled_s, a.latency_recorded) {
-            (Some(s), _) => format!("scalebench {} pts, broker frozen {s:.0} s", group(a.points)),
-            (None, true) => format!("scalebench {} pts", group(a.points)),
-            (None, false) => format!("scalebench {} pts, latency not recorded", group(a.points)),
-        };
+        let label = format!("scalebench {}", arm_label(a));
         println!(
             "{:<44} {:>12} {:>9.2} {:>9.1} {:>9.1} {:>9.1} {:>8.1}",
             label,
@@ -604,14 +605,15 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             plain_rates.push(plain_rate);
             our_rates.push(acked as f64 / wall);
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            v[v.len() / 2]
-        };
         let ratios: Vec<String> =
             plain_rates.iter().zip(&our_rates).map(|(p, o)| format!("{:.2}", o / p.max(1.0))).collect();
         eprintln!("  {label}: per-repeat ratios {}", ratios.join(", "));
-        rows.push((label, median(&mut bare_rates), median(&mut plain_rates), median(&mut our_rates)));
+        rows.push((
+            label,
+            bench_record::median(bare_rates),
+            bench_record::median(plain_rates),
+            bench_record::median(our_rates),
+        ));
     }
     println!("NATS publish rates (medians of {} alternating repeats), one local nats-server, {seconds} s per arm, nproc {}, scalebench: {} points every {:?} over {} connection(s)", args.repeats.max(1), hardware::nproc(), group(points), interval, args.connections);
     println!(

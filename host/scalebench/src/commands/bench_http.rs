@@ -245,11 +245,7 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
             ours_errors += counts.errors;
         }
         let ratios: Vec<String> = plain.iter().zip(&ours).map(|(p, o)| format!("{:.2}", o / p)).collect();
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(|a, b| a.total_cmp(b));
-            v[v.len() / 2]
-        };
-        let (p, s) = (median(&mut plain), median(&mut ours));
+        let (p, s) = (crate::bench_record::median(plain), crate::bench_record::median(ours));
         let per_request = readings as f64 / n;
         println!("| arm | requests/s | readings/s | acked (fewest of any repeat) | errors |");
         println!("|---|---|---|---|---|");

@@ -206,10 +206,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
+use crate::bench_record::median;
 
 pub fn run(record: &std::path::Path) -> anyhow::Result<()> {
     let result = synthetic_ladder(&[1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000], 900.0);
