@@ -31,6 +31,7 @@ pub mod commands;
 pub mod compare;
 pub mod compression;
 pub mod credentials;
+pub mod distributed;
 pub mod error;
 pub mod format;
 pub mod future;

@@ -1,0 +1,1 @@
+//! Kubernetes manifests for workers (`scalebench deploy k8s`).
