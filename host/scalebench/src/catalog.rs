@@ -65,6 +65,18 @@ pub fn load(rt: &Runtime, spec: &str) -> anyhow::Result<Plugin> {
     }
 }
 
+/// The component bytes `spec` names (a path or a built-in), to hand to
+/// workers of a distributed run, which load the very same plugin.
+pub fn bytes(spec: &str) -> anyhow::Result<Vec<u8>> {
+    let looks_like_path = spec.ends_with(".wasm") || spec.contains('/');
+    if looks_like_path || Path::new(spec).is_file() {
+        return std::fs::read(spec).with_context(|| format!("cannot read plugin {spec}"));
+    }
+    builtin_bytes(spec)
+        .map(|b| b.to_vec())
+        .ok_or_else(|| UsageError(format!("no built-in plugin named `{spec}`")).into())
+}
+
 /// A plugin error caused by what the user passed (params) is a usage error.
 pub fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
     match e {

@@ -96,6 +96,9 @@ pub enum Command {
     /// Compare ladder results side by side (by target, run or value model):
     /// tables with signed changes, and overlaid charts.
     Compare(CompareArgs),
+    /// One load generator of a distributed run, driven by a coordinator's
+    /// `run --workers` over HTTP (docs/scale-out.md).
+    Worker(WorkerArgs),
     /// Run the Haystack test server (used by the local stack of HTTP targets).
     /// Its flags are its own: `--help` here is the server's help.
     #[command(hide = true, disable_help_flag = true, disable_version_flag = true)]
@@ -449,6 +452,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub docker: DockerFlags,
     #[command(flatten)]
+    pub workers: WorkerFlags,
+    #[command(flatten)]
     pub faults: FaultFlags,
     #[command(flatten)]
     pub live: LiveSafetyFlags,
@@ -616,6 +621,59 @@ pub struct DockerFlags {
     /// Docker stack: pin every container to these host CPUs (e.g. 0-1).
     #[arg(long, value_name = "CPUS")]
     pub cpuset: Option<String>,
+}
+
+/// A distributed run: the load comes from workers (docs/scale-out.md).
+#[derive(Debug, Args)]
+pub struct WorkerFlags {
+    /// Generate the load on workers: a number N (started by --engine), or
+    /// the control URLs of workers started by hand
+    /// (http://host:27100,http://host2:27100). Topology, canaries, probes
+    /// and the verdict stay here; each worker offers its shard.
+    #[arg(long, value_name = "N|URL,URL,…")]
+    pub workers: Option<String>,
+    /// What starts N workers: swarm (a Docker Swarm service on this
+    /// engine, removed after the run).
+    #[arg(long, value_enum, default_value_t = WorkerEngine::Swarm)]
+    pub engine: WorkerEngine,
+    /// CPU cap of each worker the engine starts (CPUs, e.g. 0.5).
+    #[arg(long, default_value_t = 1.0)]
+    pub worker_cpus: f64,
+    /// Memory cap of each worker the engine starts (e.g. 512m, 2g).
+    #[arg(long, default_value = "1g")]
+    pub worker_memory: String,
+    /// First port of the workers the engine starts (worker k listens on this + k - 1).
+    #[arg(long, default_value_t = crate::distributed::wire::DEFAULT_PORT)]
+    pub worker_port: u16,
+    /// The image the engine runs workers from (built by scripts/docker-images.sh).
+    #[arg(long, default_value = "scale-worker:bookworm")]
+    pub worker_image: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkerEngine {
+    Swarm,
+}
+
+/// `scalebench worker`: one generator of a distributed run.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Where the control API listens.
+    #[arg(long, default_value = "0.0.0.0:27100")]
+    pub listen: std::net::SocketAddr,
+    /// This worker's index (default: $SCALEBENCH_WORKER_INDEX, or
+    /// $JOB_COMPLETION_INDEX under a Kubernetes Indexed Job, or the Swarm
+    /// slot $SCALEBENCH_WORKER_SLOT minus one).
+    #[arg(long)]
+    pub index: Option<u32>,
+    /// Listen on the --listen port plus the index (several workers on one
+    /// host network, as a Swarm service's replicas are).
+    #[arg(long)]
+    pub port_per_index: bool,
+    /// Tests only: this process's clock runs this many ms off (how the
+    /// coordinator's clock-skew check is calibrated).
+    #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
+    pub test_clock_offset_ms: i64,
 }
 
 /// Crash tests and freezes in a stack scalebench runs, during each step's load.

@@ -10,9 +10,20 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A deliberate error of this process's clock, in ms (0 unless a test asks
+/// for one with `scalebench worker --test-clock-offset-ms`): how the
+/// coordinator's clock-skew check is calibrated.
+static OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Set this process's clock error (tests of the skew check only).
+pub fn set_offset_ms(ms: i64) {
+    OFFSET_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+        + OFFSET_MS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Now, in RFC 3339 UTC (`2026-12-01T02:31:03.120Z`).

@@ -29,7 +29,7 @@ pub struct Timing {
 }
 
 /// A stretch with readings waiting and no answer, ms since the epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Silence {
     pub from_ms: i64,
     pub to_ms: i64,
@@ -41,8 +41,12 @@ impl Silence {
     }
 }
 
-/// One connection's (or, merged, one step's) latency record.
-#[derive(Debug, Clone)]
+/// One connection's (or, merged, one step's) latency record. On the wire
+/// (a worker's report to its coordinator) the histograms travel in
+/// HdrHistogram's V2 deflate format, base64 in JSON, so merging after the
+/// trip is exact.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "RecorderWire", try_from = "RecorderWire")]
 pub struct Recorder {
     /// Readings due before this (the soak's start) are not in the step's
     /// histograms or silences; `i64::MIN` records everything.
@@ -79,6 +83,79 @@ fn second_histogram() -> Histogram<u32> {
     let mut h = Histogram::new(2).expect("2 significant figures");
     h.auto(true);
     h
+}
+
+/// [`Recorder`] as it travels.
+#[derive(Serialize, Deserialize)]
+struct RecorderWire {
+    from_ms: i64,
+    intended_us: String,
+    service_us: String,
+    per_second_ms: BTreeMap<i64, String>,
+    per_second: bool,
+    enabled: bool,
+    last_answer_ms: Option<i64>,
+    unanswered_since_ms: Option<i64>,
+    longest_silence: Option<Silence>,
+}
+
+fn histogram_to_wire<T: hdrhistogram::Counter>(h: &Histogram<T>) -> String {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    hdrhistogram::serialization::Serializer::serialize(
+        &mut hdrhistogram::serialization::V2DeflateSerializer::new(),
+        h,
+        &mut out,
+    )
+    .expect("serializing a histogram into memory");
+    base64::engine::general_purpose::STANDARD.encode(out)
+}
+
+fn histogram_from_wire<T: hdrhistogram::Counter>(s: &str) -> Result<Histogram<T>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("latency histogram: {e}"))?;
+    let mut h: Histogram<T> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .map_err(|e| format!("latency histogram: {e:?}"))?;
+    h.auto(true);
+    Ok(h)
+}
+
+impl From<Recorder> for RecorderWire {
+    fn from(r: Recorder) -> RecorderWire {
+        RecorderWire {
+            from_ms: r.from_ms,
+            intended_us: histogram_to_wire(&r.intended_us),
+            service_us: histogram_to_wire(&r.service_us),
+            per_second_ms: r.per_second_ms.iter().map(|(s, h)| (*s, histogram_to_wire(h))).collect(),
+            per_second: r.per_second,
+            enabled: r.enabled,
+            last_answer_ms: r.last_answer_ms,
+            unanswered_since_ms: r.unanswered_since_ms,
+            longest_silence: r.longest_silence,
+        }
+    }
+}
+
+impl TryFrom<RecorderWire> for Recorder {
+    type Error = String;
+    fn try_from(w: RecorderWire) -> Result<Recorder, String> {
+        let mut per_second_ms = BTreeMap::new();
+        for (s, h) in &w.per_second_ms {
+            per_second_ms.insert(*s, histogram_from_wire(h)?);
+        }
+        Ok(Recorder {
+            from_ms: w.from_ms,
+            intended_us: histogram_from_wire(&w.intended_us)?,
+            service_us: histogram_from_wire(&w.service_us)?,
+            per_second_ms,
+            per_second: w.per_second,
+            enabled: w.enabled,
+            last_answer_ms: w.last_answer_ms,
+            unanswered_since_ms: w.unanswered_since_ms,
+            longest_silence: w.longest_silence,
+        })
+    }
 }
 
 impl Recorder {
@@ -302,6 +379,22 @@ mod tests {
         assert_eq!(a.intended_us.len(), 5);
         assert_eq!(a.longest_silence.unwrap().len_ms(), 5_000);
         assert_eq!(a.per_second_ms.len(), 2);
+    }
+
+    #[test]
+    fn a_record_survives_the_wire_exactly() {
+        let mut a = Recorder::new(0);
+        a.answered(t(0, 0), 2, 5_000, true);
+        a.answered(t(100, 150), 7, 1_250, true);
+        a.unanswered(t(6_000, 6_000));
+        let json = serde_json::to_string(&a).unwrap();
+        let b: Recorder = serde_json::from_str(&json).unwrap();
+        assert_eq!(b.intended_us, a.intended_us);
+        assert_eq!(b.service_us, a.service_us);
+        assert_eq!(b.per_second_ms, a.per_second_ms);
+        assert_eq!(b.longest_silence, a.longest_silence);
+        assert_eq!((b.last_answer_ms, b.unanswered_since_ms), (a.last_answer_ms, a.unanswered_since_ms));
+        assert_eq!(Quantiles::of(&b.intended_us), Quantiles::of(&a.intended_us));
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prefill(args) => commands::prefill::run(&cli.plugin, args),
         Command::Storage(args) => commands::storage::run(&cli.plugin, args),
         Command::Table { files } => commands::table::run(&files),
+        Command::Worker(args) => commands::worker::run(&cli.plugin, args),
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),

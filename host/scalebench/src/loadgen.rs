@@ -46,6 +46,37 @@ pub struct LoadSpec {
     /// When the schedule starts (ms since the epoch, a whole second);
     /// None: the next whole second at least 200 ms ahead ([`start_ms_after`]).
     pub start_ms: Option<i64>,
+    /// Which of the schedule's readings this producer offers: all of them,
+    /// a worker's shard, or none (a coordinator that only sends canaries).
+    pub share: Share,
+    /// Whether this producer sends the lag canaries (one per run sends them).
+    pub canaries: bool,
+}
+
+/// Which readings of the schedule a producer offers. Shards split every
+/// slot's contiguous point range into `count` contiguous parts, so each
+/// worker offers 1/count of every slot (never a burst of its own) and the
+/// union of the shards is exactly the one-process schedule: the same
+/// points, at the same scheduled times, with the same values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Share {
+    All,
+    Shard { index: u32, count: u32 },
+    None,
+}
+
+impl Share {
+    /// The part of the slot's points `[first, last)` this share offers.
+    pub fn range(self, first: u64, last: u64) -> (u64, u64) {
+        match self {
+            Share::All => (first, last),
+            Share::None => (first, first),
+            Share::Shard { index, count } => {
+                let (i, n, len) = (index as u64, count.max(1) as u64, last - first);
+                (first + len * i / n, first + len * (i + 1) / n)
+            }
+        }
+    }
 }
 
 /// The schedule's start for a load asked for at `now_ms`: a whole second
@@ -64,7 +95,7 @@ pub struct ProducerLive {
     pub canaries: Mutex<Vec<(u64, i64)>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProducerReport {
     /// Readings the schedule holds for the whole window.
     pub readings_scheduled: u64,
@@ -92,6 +123,35 @@ pub struct ProducerReport {
 pub struct Plugins {
     pub model: Box<dyn Model>,
     pub adapter: Box<dyn Adapter>,
+}
+
+/// Readings of the schedule `share` holds: the closed form for all of them,
+/// otherwise the producer's own slot arithmetic, slot by slot.
+pub fn scheduled_in_share(points: u32, interval: Duration, duration: Duration, share: Share) -> u64 {
+    let n = points.max(1) as u64;
+    let interval_ms = interval.as_millis().max(1) as u64;
+    let duration_ms = duration.as_millis() as u64;
+    if share == Share::All {
+        return scheduled_readings(n, interval_ms, duration_ms);
+    }
+    let slot = slot_ms(points, interval);
+    let mut total = 0;
+    let mut k = 0;
+    while k * interval_ms < duration_ms {
+        let mut j = 0;
+        while j * slot < interval_ms && k * interval_ms + j * slot < duration_ms {
+            let hi_off = ((j + 1) * slot).min(interval_ms).min(duration_ms - k * interval_ms);
+            let first = (j * slot * n).div_ceil(interval_ms);
+            let last = (hi_off * n).div_ceil(interval_ms).min(n);
+            if last > first {
+                let (lo, hi) = share.range(first, last);
+                total += hi - lo;
+            }
+            j += 1;
+        }
+        k += 1;
+    }
+    total
 }
 
 /// Readings the schedule holds for `n` points every `interval_ms` over
@@ -194,6 +254,7 @@ pub fn produce(
             let hi_off = ((j + 1) * slot_ms).min(interval_ms).min((end_ms - interval_start_ms) as u64);
             let first = (lo_off * n).div_ceil(interval_ms);
             let last = (hi_off * n).div_ceil(interval_ms).min(n);
+            let (first, last) = spec.share.range(first, last.max(first));
             if last > first {
                 let count = (last - first) as u32;
                 let values = plugins.model.sample(spec.seed, first as u32, count, sample)?;
@@ -211,7 +272,7 @@ pub fn produce(
             }
 
             // The canary rides the same connections and queues as the load.
-            while next_canary_ms <= slot_start_ms && next_canary_ms < end_ms {
+            while spec.canaries && next_canary_ms <= slot_start_ms && next_canary_ms < end_ms {
                 let m = plugins.adapter.canary(canary_seq, next_canary_ms)?;
                 let address: Arc<str> = Arc::from(m.address.as_str());
                 batches[0].0.push(Message {
@@ -256,7 +317,7 @@ pub fn produce(
     // A last canary after the last reading: once it is stored, everything
     // sent before it on connection 0 has passed the same queue. It may wait
     // a little past the end for room in the channel, never long.
-    if !stopped_early {
+    if !stopped_early && spec.canaries {
         let ts = now_ms().min(end_ms);
         let m = plugins.adapter.canary(canary_seq, ts)?;
         let batch = vec![Message {
@@ -274,7 +335,7 @@ pub fn produce(
     }
 
     Ok(ProducerReport {
-        readings_scheduled: scheduled_readings(n, interval_ms, duration_ms),
+        readings_scheduled: scheduled_in_share(spec.points, spec.interval, spec.duration, spec.share),
         readings_offered: offered,
         offered_by_wall_second,
         channel_wait_s: waited.as_secs_f64(),
@@ -424,4 +485,33 @@ pub fn topology_messages(
             intended_ms: now_ms(),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod share_tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_every_slot_and_their_union_is_the_whole_schedule() {
+        for (points, interval_ms, duration_ms, workers) in
+            [(1_000u32, 5_000u64, 30_000u64, 3u32), (2_500, 5_000, 12_500, 3), (7, 1_000, 4_300, 2), (100_000, 5_000, 20_000, 5)]
+        {
+            let (i, d) = (Duration::from_millis(interval_ms), Duration::from_millis(duration_ms));
+            let all = scheduled_in_share(points, i, d, Share::All);
+            assert_eq!(all, scheduled_readings(points as u64, interval_ms, duration_ms));
+            let shards: Vec<u64> = (0..workers)
+                .map(|index| scheduled_in_share(points, i, d, Share::Shard { index, count: workers }))
+                .collect();
+            assert_eq!(shards.iter().sum::<u64>(), all, "{points} points, {workers} workers: {shards:?}");
+            // Even: no worker holds more than its share plus one reading a slot.
+            let slots = duration_ms.div_ceil(slot_ms(points, i));
+            for s in &shards {
+                assert!(s.abs_diff(all / workers as u64) <= slots, "{shards:?}");
+            }
+            assert_eq!(scheduled_in_share(points, i, d, Share::None), 0);
+        }
+        // Contiguous, disjoint, covering.
+        let parts: Vec<(u64, u64)> = (0..3).map(|index| Share::Shard { index, count: 3 }.range(10, 21)).collect();
+        assert_eq!(parts, vec![(10, 13), (13, 17), (17, 21)]);
+    }
 }

@@ -127,6 +127,29 @@ pub struct StepResult {
     /// Every canary: when it was sent, acknowledged and stored, its lag and outcome.
     #[serde(default)]
     pub canaries: Vec<CanaryRecord>,
+    /// A distributed run: each worker's figures (the totals above include
+    /// them); empty for a one-process run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerFigures>,
+}
+
+/// One worker of a distributed step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WorkerFigures {
+    /// Its shard (1-based, as reports say it: worker 1 of 3).
+    pub worker: u32,
+    pub url: String,
+    pub scheduled: u64,
+    pub offered: u64,
+    pub acked: u64,
+    pub cpu_s: Option<f64>,
+    pub behind_schedule_max_s: Option<f64>,
+    /// Its clock minus the coordinator's at the barrier, and the round trip
+    /// it was measured over (ms).
+    pub clock_offset_ms: Option<i64>,
+    pub clock_rtt_ms: Option<i64>,
+    /// Lost mid-step, refused at the barrier, or could not offer its share.
+    pub problem: Option<String>,
 }
 
 impl StepResult {

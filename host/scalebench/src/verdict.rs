@@ -61,6 +61,13 @@ pub struct Context {
     /// and OOM kills are unmeasured. The step can still pass the rules that
     /// were measured, as "pass (health not watched)", never a plain pass.
     pub health_unwatched: bool,
+    /// A distributed run lost a worker or refused one at the barrier: the
+    /// step's totals are incomplete, so it is inconclusive whatever else
+    /// was seen, and these reasons lead.
+    pub workers_unjudged: Vec<String>,
+    /// Workers that could not offer their share without being held back:
+    /// a generator limit, not the SUT's.
+    pub workers_bound: Vec<String>,
 }
 
 /// The note every step of an unwatched external stack carries.
@@ -207,6 +214,7 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     for what in &step.unmeasured {
         inconclusive.push(format!("not measured: {what}"));
     }
+    inconclusive.extend(ctx.workers_bound.iter().cloned());
     if let Some(why) = &ctx.live_safety {
         inconclusive.push(format!("live-safety: {why}"));
     }
@@ -216,6 +224,8 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
 
     let status = if ctx.interrupted {
         Status::Interrupted
+    } else if !ctx.workers_unjudged.is_empty() {
+        Status::Inconclusive
     } else if !fail.is_empty() {
         Status::Fail
     } else if !inconclusive.is_empty() {
@@ -229,6 +239,7 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     if ctx.interrupted {
         reasons.push("interrupted (Ctrl-C): measured so far, not judged".into());
     }
+    reasons.extend(ctx.workers_unjudged.iter().cloned());
     reasons.extend(fail);
     reasons.extend(inconclusive);
     if ctx.health_unwatched {
@@ -291,6 +302,25 @@ mod tests {
             series: Default::default(),
             canaries: vec![],
         }
+    }
+
+    #[test]
+    fn a_lost_worker_makes_the_step_inconclusive_whatever_else_failed() {
+        let mut s = good();
+        s.ingest.acked = 100;
+        s.ingest.stored = 50;
+        s.ingest.stored_ratio = 0.5;
+        let lost = "worker 2 of 3 (http://w2): lost mid-step: no heartbeat for 3 s".to_string();
+        let ctx = Context { workers_unjudged: vec![lost.clone()], ..Default::default() };
+        let (status, reasons) = decide(&s, &ctx);
+        assert_eq!(status, Status::Inconclusive);
+        assert_eq!(reasons[0], lost, "{reasons:?}");
+        assert!(reasons.iter().any(|r| r.starts_with("data loss")), "the rest is still said: {reasons:?}");
+        let (status, _) = decide(&good(), &Context { workers_unjudged: vec![], ..Default::default() });
+        assert_eq!(status, Status::Pass);
+        let bound = "generator-bound: worker 1 of 2 offered 60.0% of its share".to_string();
+        let (status, reasons) = decide(&good(), &Context { workers_bound: vec![bound.clone()], ..Default::default() });
+        assert_eq!((status, reasons), (Status::Inconclusive, vec![bound]));
     }
 
     #[test]

@@ -242,6 +242,8 @@ fn generator_arm(
             sample_period_ms: period,
             first_canary_seq: 0,
             start_ms: None,
+            share: loadgen::Share::All,
+            canaries: true,
         };
         let producer = {
             let (live, stop) = (live.clone(), stop.clone());
@@ -576,6 +578,8 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                     sample_period_ms: period,
                     first_canary_seq: 0,
                     start_ms: None,
+                    share: loadgen::Share::All,
+                    canaries: true,
                 };
                 let mut p = plugins.take().unwrap();
                 let addrs = addresses.clone();

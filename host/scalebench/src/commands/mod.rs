@@ -17,5 +17,6 @@ pub mod stack;
 pub mod stack_start;
 pub mod storage;
 pub mod table;
+pub mod worker;
 
 pub use crate::error::usage;

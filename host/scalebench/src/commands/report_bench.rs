@@ -179,6 +179,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                         outcome: "ok".into(),
                     })
                     .collect(),
+                workers: Vec::new(),
             }
         })
         .collect();

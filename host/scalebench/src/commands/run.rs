@@ -214,7 +214,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             load_factor: live.live_load_factor,
         },
         prefill: None,
+        workers: Vec::new(),
     };
+    let workers = parse_workers(&args.workers, &run_id)?;
     if let Some(d) = ladder.prefill_days {
         if !(d > 0.0 && d <= 3660.0) {
             return Err(usage(format!(
@@ -284,6 +286,23 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             endpoints.iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name.clone(), e.address.clone())).collect(),
         )?);
         let mut cfg = cfg;
+        // A distributed run: workers someone started, or a Swarm service of ours.
+        let mut swarm = None;
+        match &workers {
+            Some(Workers::Urls(urls)) => cfg.workers = urls.clone(),
+            Some(Workers::Start(spec)) => match spec.start(std::time::Duration::from_secs(120)).await {
+                Ok(service) => {
+                    eprintln!("workers: Swarm service {} ({} workers)", service.name, service.urls.len());
+                    cfg.workers = service.urls.clone();
+                    swarm = Some(service);
+                }
+                Err(e) => {
+                    stack.stop();
+                    return Err(e);
+                }
+            },
+            None => {}
+        }
         // History before step 1, for the ladder's largest step, into the
         // service the target's history plan names.
         let prefilled = match args.ladder.prefill_days {
@@ -313,6 +332,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             }
             Err(e) => Err(e),
         };
+        if let Some(s) = swarm {
+            s.remove().await;
+        }
         stack.stop();
         // A run dir we made ourselves goes away after a clean run; after an
         // error it stays, for its logs.
@@ -337,6 +359,43 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Where a distributed run's workers come from.
+enum Workers {
+    Urls(Vec<String>),
+    Start(crate::distributed::swarm::SwarmWorkers),
+}
+
+fn parse_workers(w: &crate::cli::WorkerFlags, run_id: &str) -> anyhow::Result<Option<Workers>> {
+    let Some(spec) = w.workers.as_deref().map(str::trim) else { return Ok(None) };
+    if let Ok(n) = spec.parse::<u32>() {
+        if n == 0 {
+            return Err(usage("--workers 0: give a number of workers (1 or more), or their URLs".to_string()));
+        }
+        if !(w.worker_cpus > 0.0) {
+            return Err(usage(format!("--worker-cpus {}: give a number of CPUs above 0, e.g. 0.5", w.worker_cpus)));
+        }
+        let memory_bytes = crate::stack::compose::parse_bytes(&w.worker_memory).filter(|b| *b > 0).ok_or_else(|| {
+            usage(format!("--worker-memory {}: give an amount of memory such as 512m or 2g", w.worker_memory))
+        })?;
+        let crate::cli::WorkerEngine::Swarm = w.engine;
+        return Ok(Some(Workers::Start(crate::distributed::swarm::SwarmWorkers {
+            workers: n,
+            image: w.worker_image.clone(),
+            cpus: w.worker_cpus,
+            memory_bytes,
+            first_port: w.worker_port,
+            run_id: run_id.to_string(),
+        })));
+    }
+    let urls: Vec<String> = spec.split(',').map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect();
+    if let Some(bad) = urls.iter().find(|u| !u.starts_with("http://")) {
+        return Err(usage(format!(
+            "--workers: `{bad}` is neither a number of workers nor a worker's URL (http://host:port, comma-separated)"
+        )));
+    }
+    Ok(Some(Workers::Urls(urls)))
 }
 
 #[cfg(test)]

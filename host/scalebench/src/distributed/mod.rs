@@ -4,4 +4,8 @@
 //! each worker offers its shard of every step's readings on a schedule the
 //! coordinator fixes, and reports counters and latency histograms.
 
+pub mod coordinator;
 pub mod k8s;
+pub mod swarm;
+pub mod wire;
+pub mod worker;

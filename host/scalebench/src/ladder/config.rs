@@ -72,4 +72,7 @@ pub struct LadderConfig {
     pub live: live_safety::Config,
     /// History written before step 1 (`run --prefill-days`), for the result.
     pub prefill: Option<crate::prefill::Report>,
+    /// A distributed run: the workers' control URLs (empty: this process
+    /// generates the load).
+    pub workers: Vec<String>,
 }

@@ -458,6 +458,7 @@ fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
         // Live-safety is not under test here: a busy test machine must not trip it.
         live: crate::live_safety::Config { url: None, latency_factor: f64::INFINITY, load_factor: f64::INFINITY },
         prefill: None,
+        workers: Vec::new(),
     }
 }
 
@@ -487,6 +488,7 @@ pub async fn run_step(sut: Arc<Sut>, setup: Setup) -> StepResult {
         count: Box::new(FakeCount(sut.clone())),
         next_canary_seq: 0,
         watch: crate::live_safety::Watch::start(cfg.live.clone()).unwrap(),
+        workers: None,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let progress = crate::progress::Progress::lines(Box::new(std::io::sink()));

@@ -102,6 +102,7 @@ pub async fn run(
         mqtt_password: cfg.mqtt_password.clone(),
         http_window: cfg.http_window,
         http_rules,
+        client_id_prefix: None,
     };
     let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, &*stack, &carrier_opts).await?;
     let counter = Arc::new(Mutex::new(adapter("counter")?.0));
@@ -130,6 +131,11 @@ pub async fn run(
             .context("the target is not ready for a ladder")?;
     }
     let sys = carrier.broker_counters();
+    let workers = if cfg.workers.is_empty() {
+        None
+    } else {
+        Some(Arc::new(start_workers(cfg, &*stack).await?))
+    };
 
     let mut commits = BTreeMap::new();
     if let Some(c) = hardware::git_commit(&cfg.repo_dir) {
@@ -173,6 +179,7 @@ pub async fn run(
         count,
         next_canary_seq: 0,
         watch,
+        workers,
     };
 
     // One reading must reach storage before any step is measured.
@@ -255,6 +262,42 @@ pub async fn run(
 }
 
 pub use crate::results::ceiling_of as ceiling;
+
+/// A distributed run's workers, connected and initialised: the same plugin
+/// bytes and params, the stack's services (the ones the isolation guard
+/// checked), this run's connection options.
+async fn start_workers(
+    cfg: &LadderConfig,
+    stack: &dyn StackDriver,
+) -> anyhow::Result<crate::distributed::coordinator::Workers> {
+    use crate::distributed::{coordinator, wire, worker};
+    let template = coordinator::InitTemplate {
+        run_id: cfg.run_id.clone(),
+        model: (cfg.model.clone(), crate::catalog::bytes(&cfg.model)?),
+        model_params: cfg.model_params.clone(),
+        target: (cfg.target.clone(), crate::catalog::bytes(&cfg.target)?),
+        target_params: crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()),
+        seed: cfg.seed,
+        services: stack
+            .services()
+            .into_iter()
+            .map(|e| wire::Service { name: e.name, kind: worker::kind_name(e.kind).into(), address: e.address })
+            .collect(),
+        connections: cfg.connections,
+        inflight: cfg.inflight,
+        http_window: cfg.http_window,
+        mqtt_user: cfg.mqtt_user.clone(),
+        mqtt_password: cfg.mqtt_password.clone(),
+    };
+    let urls = cfg.workers.clone();
+    tokio::task::spawn_blocking(move || {
+        let w = coordinator::Workers::connect(&urls, std::time::Duration::from_secs(60))?;
+        w.init(&template)?;
+        eprintln!("workers: {} ready ({})", w.len(), urls.join(", "));
+        Ok(w)
+    })
+    .await?
+}
 
 #[cfg(test)]
 mod tests {

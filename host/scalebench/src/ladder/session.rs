@@ -29,4 +29,6 @@ pub(crate) struct Session {
     pub count: Box<dyn StoredCount>,
     pub next_canary_seq: u64,
     pub watch: live_safety::Watch,
+    /// A distributed run's workers (None: this process offers the load).
+    pub workers: Option<Arc<crate::distributed::coordinator::Workers>>,
 }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use crate::latency::{Recorder, Timing};
 
 /// What a message carries, for accounting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Carries {
     /// `n` readings whose payload ts falls in second `ts_s` (Unix seconds).
     Readings { n: u32, ts_s: i64 },
@@ -72,8 +72,9 @@ pub struct Live {
 /// Messages for one connection, sent together.
 pub type Batch = Vec<Message>;
 
-/// Acknowledgement counts of a transport, merged over its connections.
-#[derive(Debug, Clone, Default)]
+/// Acknowledgement counts of a transport, merged over its connections (and,
+/// in a distributed run, over workers: they travel as JSON).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct AckCounts {
     /// Messages handed to the client library.
     pub published: u64,
@@ -347,6 +348,9 @@ pub struct CarrierOptions {
     /// HTTP: what goes with each message and what a response means (the
     /// adapter's `http-ingest`, on an instance of its own).
     pub http_rules: Option<Arc<dyn http::IngestRules>>,
+    /// MQTT client ids start with this (None: `scalebench-<pid>`); workers
+    /// of a distributed run each get their own, so ids never collide.
+    pub client_id_prefix: Option<String>,
 }
 
 impl std::fmt::Debug for dyn http::IngestRules {
@@ -382,6 +386,9 @@ pub async fn carrier_for(
             cfg.inflight = opts.inflight.max(1);
             cfg.username = opts.mqtt_user.clone();
             cfg.password = opts.mqtt_password.clone();
+            if let Some(p) = &opts.client_id_prefix {
+                cfg.client_id_prefix.clone_from(p);
+            }
             cfg.qos = m.qos;
             cfg.retain = m.retain;
             mqtt::check_reachable(&cfg, std::time::Duration::from_secs(5)).await?;

@@ -149,6 +149,7 @@ pub(super) async fn assemble(
         ack_latency: c.ack_latency,
         series: c.series,
         canaries,
+        workers: Vec::new(),
     };
     let mut ctx = verdict::Context {
         interrupted: o.interrupted,

@@ -91,6 +91,16 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     session.watch.reset();
 
     let transport = session.carrier.open().await?;
+    // A distributed run: every worker learns the step's points and opens
+    // its connections; their counts join the coordinator's at the drain.
+    let transport: Box<dyn Transport> = match &session.workers {
+        Some(w) => {
+            let w2 = w.clone();
+            tokio::task::spawn_blocking(move || w2.prepare(points)).await??;
+            Box::new(crate::distributed::coordinator::Gathered { inner: transport, workers: w.clone() })
+        }
+        None => transport,
+    };
     let new_points = points.saturating_sub(session.tags.len() as u64);
     env.progress.phase(Phase::Topology, &format!("tags of {} new points", crate::format::thousands(new_points)));
     let topology = send_topology(&env, session, &*transport, points).await?;
@@ -102,6 +112,9 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
         let _ = env.stack.signal(&service, libc::SIGCONT);
     }
     let drained = drained?;
+    if let Some(w) = &session.workers {
+        offered.cpu_s += w.merge_reports(&mut offered.report);
+    }
     // One last look at the processes: an exit late in the load or during the
     // drain counts like any other.
     for event in env.stack.supervise_now().await {
@@ -115,6 +128,10 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     match (health_before, health_after) {
         (Some(b), Some(a)) => step.containers = health_delta(&b, &a),
         _ => ctx.health_unwatched = true,
+    }
+    if let Some(w) = &session.workers {
+        (ctx.workers_unjudged, ctx.workers_bound) = w.verdict_notes();
+        step.workers = w.figures();
     }
     let (status, reasons) = verdict::decide(&step, &ctx);
     step.status = status;

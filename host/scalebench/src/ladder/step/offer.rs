@@ -74,8 +74,35 @@ pub(super) async fn offer(
         duration: cfg.warmup + cfg.soak,
         sample_period_ms: session.period_ms,
         first_canary_seq: session.next_canary_seq,
-        start_ms: Some(loadgen::start_ms_after(crate::clock::now_ms())),
+        // Workers get a second to hear the start before it is due.
+        start_ms: Some(loadgen::start_ms_after(
+            crate::clock::now_ms() + if session.workers.is_some() { 1000 } else { 0 },
+        )),
+        // A distributed run: the workers offer the readings, this process the canaries.
+        share: if session.workers.is_some() { loadgen::Share::None } else { loadgen::Share::All },
+        canaries: true,
     };
+    // The barrier: workers whose clocks are off are refused (named), the
+    // rest start together at the schedule's start.
+    if let Some(w) = &session.workers {
+        let w = w.clone();
+        let start = crate::distributed::wire::Start {
+            points,
+            start_ms: spec.start_ms.expect("set above"),
+            interval_ms: cfg.interval.as_millis() as u64,
+            warmup_ms: cfg.warmup.as_millis() as u64,
+            duration_ms: spec.duration.as_millis() as u64,
+            sample_period_ms: spec.sample_period_ms,
+            drain_ms: 30_000,
+        };
+        tokio::task::spawn_blocking(move || {
+            for why in w.barrier() {
+                eprintln!("  {why}");
+            }
+            w.start(&start);
+        })
+        .await?;
+    }
     // Readings due from the soak's start are in the step's latency histograms.
     if let Some(start) = spec.start_ms {
         transport.live().soak_from_ms.store(start + cfg.warmup.as_millis() as i64, Ordering::Relaxed);
@@ -88,8 +115,19 @@ pub(super) async fn offer(
     let producer = {
         let (live, stop, spec, addresses, senders) =
             (live.clone(), step_stop.clone(), spec.clone(), addresses.clone(), transport.senders());
+        let workers = session.workers.clone().map(|w| (w, transport.live().clone()));
         std::thread::Builder::new().name("producer".into()).spawn(move || {
+            // Workers' heartbeats feed the live counters while they load;
+            // the load is over when theirs is.
+            let watcher = workers.map(|(w, acks)| {
+                let (live, stop) = (live.clone(), stop.clone());
+                let until = Instant::now() + spec.duration + Duration::from_secs(30);
+                std::thread::spawn(move || w.watch(&live, &acks, &stop, until))
+            });
             let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
+            if let Some(h) = watcher {
+                let _ = h.join();
+            }
             (plugins, r)
         })?
     };

@@ -1,0 +1,32 @@
+//! `scalebench worker`: serve the control API of one generator of a
+//! distributed run ([`crate::distributed::worker`]).
+
+use crate::cli::{PluginOptions, WorkerArgs};
+use crate::distributed::worker;
+
+/// The worker's index: the flag, else what the engine that started it says.
+fn index(args: &WorkerArgs) -> Option<u32> {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+    args.index
+        .or_else(|| env("SCALEBENCH_WORKER_INDEX"))
+        .or_else(|| env("JOB_COMPLETION_INDEX"))
+        .or_else(|| env("SCALEBENCH_WORKER_SLOT").map(|s| s.saturating_sub(1)))
+}
+
+pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
+    crate::clock::set_offset_ms(args.test_clock_offset_ms);
+    let index = index(&args);
+    let mut listen = args.listen;
+    if args.port_per_index {
+        let i = index.ok_or_else(|| {
+            crate::error::UsageError(
+                "--port-per-index needs the worker's index: give --index N or set SCALEBENCH_WORKER_INDEX".into(),
+            )
+        })?;
+        listen.set_port(listen.port().checked_add(i as u16).ok_or_else(|| {
+            crate::error::UsageError(format!("port {} + index {i} is past 65535: choose a lower --listen port", listen.port()))
+        })?);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(worker::serve(worker::Options { listen, index, limits: plugin.limits() }))
+}

@@ -1,0 +1,533 @@
+//! The coordinator's side of a distributed run: the workers it drives, the
+//! barrier before each step's load (clock offsets measured NTP-style), the
+//! heartbeat, and the merge of their figures into the step's.
+//!
+//! Topology, canaries, probes and stored counts stay on the coordinator
+//! (one clock for lag); workers offer the readings, each its shard.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+use super::wire::{self, State};
+use crate::loadgen::{ProducerLive, ProducerReport, Share};
+use crate::results::WorkerFigures;
+use crate::transport::{AckCounts, Live, Transport};
+
+/// A worker as the coordinator knows it.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    /// Shard index (0-based).
+    pub index: u32,
+    pub url: String,
+}
+
+impl Worker {
+    /// "worker 2 of 3 (http://…)".
+    fn name(&self, of: usize) -> String {
+        format!("worker {} of {of} ({})", self.index + 1, self.url)
+    }
+}
+
+/// What the coordinator learned about one worker in the current step.
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    offset_ms: Option<i64>,
+    rtt_ms: Option<i64>,
+    last_ok: Option<Instant>,
+    last: Option<wire::Status>,
+    lost: Option<String>,
+    refused: Option<String>,
+    final_: Option<wire::Final>,
+    scheduled: u64,
+}
+
+/// The workers of a run.
+pub struct Workers {
+    pub list: Vec<Worker>,
+    agent: ureq::Agent,
+    seen: Mutex<Vec<Seen>>,
+    /// The current step's start, for the barrier and the results.
+    step: Mutex<Option<wire::Start>>,
+}
+
+/// What the coordinator hands every worker at init (index and count added per worker).
+pub struct InitTemplate {
+    pub run_id: String,
+    pub model: (String, Vec<u8>),
+    pub model_params: String,
+    pub target: (String, Vec<u8>),
+    pub target_params: String,
+    pub seed: u64,
+    pub services: Vec<wire::Service>,
+    pub connections: u32,
+    pub inflight: u16,
+    pub http_window: u32,
+    pub mqtt_user: Option<String>,
+    pub mqtt_password: Option<String>,
+}
+
+fn call<T: serde::de::DeserializeOwned>(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    body: Option<String>,
+    timeout: Duration,
+) -> Result<(u16, Option<T>), String> {
+    let req = agent.request(method, url).timeout(timeout);
+    let resp = match body {
+        Some(b) => req.set("content-type", "application/json").send_string(&b),
+        None => req.call(),
+    };
+    match resp {
+        Ok(r) => {
+            let code = r.status();
+            let text = r.into_string().map_err(|e| e.to_string())?;
+            if code == 200 {
+                serde_json::from_str(&text).map(|v| (code, Some(v))).map_err(|e| format!("bad answer: {e}"))
+            } else {
+                Ok((code, None))
+            }
+        }
+        Err(ureq::Error::Status(code, r)) => {
+            let text = r.into_string().unwrap_or_default();
+            let why = serde_json::from_str::<wire::Failure>(&text).map(|f| f.error).unwrap_or(text);
+            Err(format!("HTTP {code}: {why}"))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Run `f` for every worker at once; the answers in worker order.
+fn each<T: Send>(list: &[Worker], f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = list.iter().map(|w| s.spawn(|| f(w))).collect();
+        handles.into_iter().map(|h| h.join().expect("worker call thread")).collect()
+    })
+}
+
+impl Workers {
+    /// Workers at `urls`, waiting up to `wait` for each to answer its health check.
+    pub fn connect(urls: &[String], wait: Duration) -> anyhow::Result<Workers> {
+        let agent = ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(2)).user_agent("scalebench").build();
+        let list: Vec<Worker> = urls
+            .iter()
+            .enumerate()
+            .map(|(i, u)| Worker { index: i as u32, url: u.trim_end_matches('/').to_string() })
+            .collect();
+        let n = list.len();
+        let answers = each(&list, |w| {
+            let deadline = Instant::now() + wait;
+            loop {
+                let r = agent.get(&format!("{}/v1/health", w.url)).timeout(Duration::from_secs(2)).call();
+                match r {
+                    Ok(_) => return Ok(()),
+                    Err(e) if Instant::now() >= deadline => return Err(format!("{}: {e}", w.name(n))),
+                    Err(_) => std::thread::sleep(Duration::from_millis(200)),
+                }
+            }
+        });
+        let bad: Vec<String> = answers.into_iter().filter_map(|r| r.err()).collect();
+        if !bad.is_empty() {
+            anyhow::bail!(
+                "{} of {n} workers did not answer: {}\nhint: start each with `scalebench worker --listen HOST:PORT` and give their URLs to --workers",
+                bad.len(),
+                bad.join("; ")
+            );
+        }
+        Ok(Workers { seen: Mutex::new(vec![Seen::default(); n]), list, agent, step: Mutex::new(None) })
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Load the plugins in every worker and check each reaches the target.
+    pub fn init(&self, t: &InitTemplate) -> anyhow::Result<()> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let n = self.len();
+        let (model, target) = (b64.encode(&t.model.1), b64.encode(&t.target.1));
+        let answers = each(&self.list, |w| {
+            let init = wire::Init {
+                run_id: t.run_id.clone(),
+                index: w.index,
+                count: n as u32,
+                model: wire::PluginBytes { name: t.model.0.clone(), wasm_b64: model.clone() },
+                model_params: t.model_params.clone(),
+                target: wire::PluginBytes { name: t.target.0.clone(), wasm_b64: target.clone() },
+                target_params: t.target_params.clone(),
+                seed: t.seed,
+                services: t.services.clone(),
+                connections: t.connections,
+                inflight: t.inflight,
+                http_window: t.http_window,
+                mqtt_user: t.mqtt_user.clone(),
+                mqtt_password: t.mqtt_password.clone(),
+                client_id_prefix: format!("scalebench-{}-w{}", t.run_id, w.index + 1),
+            };
+            let body = serde_json::to_string(&init).expect("init is JSON");
+            call::<wire::Ready>(&self.agent, "POST", &format!("{}/v1/init", w.url), Some(body), Duration::from_secs(120))
+                .map_err(|e| format!("{}: {e}", w.name(n)))
+        });
+        let bad: Vec<String> = answers.into_iter().filter_map(|r| r.err()).collect();
+        if !bad.is_empty() {
+            anyhow::bail!("workers could not start the run: {}", bad.join("; "));
+        }
+        Ok(())
+    }
+
+    /// Every worker learns the step's points and opens its connections.
+    pub fn prepare(&self, points: u64) -> anyhow::Result<()> {
+        let n = self.len();
+        *self.seen.lock().unwrap() = vec![Seen::default(); n];
+        let body = serde_json::to_string(&wire::Prepare { points }).expect("JSON");
+        let answers = each(&self.list, |w| {
+            call::<wire::Ready>(
+                &self.agent,
+                "POST",
+                &format!("{}/v1/prepare", w.url),
+                Some(body.clone()),
+                Duration::from_secs(600),
+            )
+            .map_err(|e| format!("{}: {e}", w.name(n)))
+        });
+        let bad: Vec<String> = answers.into_iter().filter_map(|r| r.err()).collect();
+        if !bad.is_empty() {
+            anyhow::bail!("workers could not prepare the step: {}", bad.join("; "));
+        }
+        Ok(())
+    }
+
+    /// The barrier: each worker's clock offset, from the quickest of a few
+    /// round trips (offset = its clock − the midpoint of ours). A worker off
+    /// by more than the bound is refused (it offers nothing this step), named.
+    pub fn barrier(&self) -> Vec<String> {
+        let n = self.len();
+        let offsets = each(&self.list, |w| {
+            let mut best: Option<(i64, i64)> = None;
+            for _ in 0..5 {
+                let t0 = crate::clock::now_ms();
+                let r = call::<wire::Clock>(&self.agent, "GET", &format!("{}/v1/clock", w.url), None, Duration::from_secs(2));
+                let t1 = crate::clock::now_ms();
+                if let Ok((_, Some(c))) = r {
+                    let rtt = t1 - t0;
+                    let offset = c.now_ms - (t0 + t1) / 2;
+                    if best.is_none_or(|(_, r)| rtt < r) {
+                        best = Some((offset, rtt));
+                    }
+                }
+            }
+            best
+        });
+        let mut refused = Vec::new();
+        let mut seen = self.seen.lock().unwrap();
+        for (w, o) in self.list.iter().zip(offsets) {
+            let s = &mut seen[w.index as usize];
+            match o {
+                Some((offset, rtt)) => {
+                    s.offset_ms = Some(offset);
+                    s.rtt_ms = Some(rtt);
+                    // The offset is known to within half the round trip.
+                    if offset.abs() - rtt / 2 > wire::MAX_CLOCK_OFFSET_MS {
+                        let why = format!(
+                            "{}: refused at the barrier: its clock is {:.2} s {} the coordinator's (measured over a {rtt} ms round trip; the bound is {} ms), so its seconds cannot be added to the others'; synchronise the clocks (NTP) and run again",
+                            w.name(n),
+                            offset.abs() as f64 / 1e3,
+                            if offset > 0 { "ahead of" } else { "behind" },
+                            wire::MAX_CLOCK_OFFSET_MS
+                        );
+                        s.refused = Some(why.clone());
+                        refused.push(why);
+                    }
+                }
+                None => {
+                    let why = format!("{}: refused at the barrier: its clock could not be read", w.name(n));
+                    s.refused = Some(why.clone());
+                    refused.push(why);
+                }
+            }
+        }
+        refused
+    }
+
+    /// Start every worker not refused at the barrier; a worker that does
+    /// not take the start is lost.
+    pub fn start(&self, start: &wire::Start) {
+        let n = self.len();
+        *self.step.lock().unwrap() = Some(start.clone());
+        let body = serde_json::to_string(start).expect("JSON");
+        let refused: Vec<bool> = self.seen.lock().unwrap().iter().map(|s| s.refused.is_some()).collect();
+        let answers = each(&self.list, |w| {
+            if refused[w.index as usize] {
+                return Ok(());
+            }
+            call::<wire::Ready>(&self.agent, "POST", &format!("{}/v1/start", w.url), Some(body.clone()), Duration::from_secs(10))
+                .map(|_| ())
+        });
+        let mut seen = self.seen.lock().unwrap();
+        for (w, a) in self.list.iter().zip(answers) {
+            let s = &mut seen[w.index as usize];
+            s.scheduled = crate::loadgen::scheduled_in_share(
+                start.points as u32,
+                Duration::from_millis(start.interval_ms),
+                Duration::from_millis(start.duration_ms),
+                Share::Shard { index: w.index, count: n as u32 },
+            );
+            s.last_ok = Some(Instant::now());
+            if let Err(e) = a {
+                s.lost = Some(format!("{}: lost at the start of the load: {e}", w.name(n)));
+            }
+        }
+    }
+
+    /// The heartbeat, once a second until every worker's load has ended (or
+    /// it is lost): live counters into the step's, a worker silent for
+    /// [`wire::HEARTBEAT_LOST`] lost. Returns when the load is over.
+    pub fn watch(&self, live: &ProducerLive, acks: &Live, stop: &AtomicBool, until: Instant) {
+        let n = self.len();
+        let mut counted: Vec<(u64, u64)> = vec![(0, 0); n];
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                self.stop_all();
+            }
+            let answers = each(&self.list, |w| {
+                call::<wire::Status>(&self.agent, "GET", &format!("{}/v1/status", w.url), None, Duration::from_secs(1))
+            });
+            let mut running = 0;
+            let mut behind = 0;
+            {
+                let mut seen = self.seen.lock().unwrap();
+                for (w, a) in self.list.iter().zip(answers) {
+                    let i = w.index as usize;
+                    let s = &mut seen[i];
+                    if s.lost.is_some() || s.refused.is_some() {
+                        continue;
+                    }
+                    match a {
+                        Ok((_, Some(st))) => {
+                            s.last_ok = Some(Instant::now());
+                            let (o, a) = counted[i];
+                            live.readings_offered.fetch_add(st.offered.saturating_sub(o), Ordering::Relaxed);
+                            acks.readings_acked.fetch_add(st.acked.saturating_sub(a), Ordering::Relaxed);
+                            counted[i] = (st.offered.max(o), st.acked.max(a));
+                            behind = behind.max(st.behind_ms);
+                            match st.state {
+                                State::Running => running += 1,
+                                State::Failed => {
+                                    s.lost = Some(format!(
+                                        "{}: failed mid-step: {}",
+                                        w.name(n),
+                                        st.error.clone().unwrap_or_else(|| "no reason given".into())
+                                    ))
+                                }
+                                _ => {}
+                            }
+                            s.last = Some(st);
+                        }
+                        Ok((_, None)) | Err(_) => {
+                            let silent = s.last_ok.map_or(Duration::MAX, |t| t.elapsed());
+                            if silent >= wire::HEARTBEAT_LOST {
+                                let why = a.err().unwrap_or_else(|| "no answer".into());
+                                s.lost = Some(format!(
+                                    "{}: lost mid-step: no heartbeat for {} s (last: {why}); the other workers' figures are kept",
+                                    w.name(n),
+                                    silent.as_secs()
+                                ));
+                                eprintln!("  {}", s.lost.as_ref().unwrap());
+                            } else {
+                                running += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            live.behind_ms.store(behind, Ordering::Relaxed);
+            if running == 0 || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    /// Tell every worker to stop its load (Ctrl-C, live-safety).
+    pub fn stop_all(&self) {
+        each(&self.list, |w| {
+            let _ = call::<String>(&self.agent, "POST", &format!("{}/v1/stop", w.url), None, Duration::from_secs(2));
+        });
+    }
+
+    /// Each worker's figures once it drained, waiting up to `wait`; a
+    /// worker with none by then is lost. The counts of those that answered.
+    pub fn collect(&self, wait: Duration) -> Vec<AckCounts> {
+        let n = self.len();
+        let skip: Vec<bool> =
+            self.seen.lock().unwrap().iter().map(|s| s.lost.is_some() || s.refused.is_some()).collect();
+        let finals = each(&self.list, |w| {
+            if skip[w.index as usize] {
+                return None;
+            }
+            let deadline = Instant::now() + wait;
+            loop {
+                match call::<wire::Final>(&self.agent, "GET", &format!("{}/v1/result", w.url), None, Duration::from_secs(30)) {
+                    Ok((_, Some(f))) => return Some(Ok(f)),
+                    Ok((_, None)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(250)),
+                    Err(e) if Instant::now() >= deadline => return Some(Err(e)),
+                    Err(_) => std::thread::sleep(Duration::from_millis(250)),
+                    Ok(_) => return Some(Err(format!("no result {} s after the load", wait.as_secs()))),
+                }
+            }
+        });
+        let mut seen = self.seen.lock().unwrap();
+        let mut out = Vec::new();
+        for (w, f) in self.list.iter().zip(finals) {
+            let s = &mut seen[w.index as usize];
+            match f {
+                Some(Ok(f)) => {
+                    out.push(f.counts.clone());
+                    s.final_ = Some(f);
+                }
+                Some(Err(e)) => s.lost = Some(format!("{}: lost after the load: {e}", w.name(n))),
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// Add the workers' producer reports to the coordinator's (which offered
+    /// no readings, only canaries); returns the workers' CPU seconds.
+    pub fn merge_reports(&self, r: &mut ProducerReport) -> f64 {
+        let seen = self.seen.lock().unwrap();
+        let mut cpu = 0.0;
+        for s in seen.iter() {
+            match &s.final_ {
+                Some(f) => {
+                    let w = &f.report;
+                    r.readings_scheduled += w.readings_scheduled;
+                    r.readings_offered += w.readings_offered;
+                    for (sec, k) in &w.offered_by_wall_second {
+                        *r.offered_by_wall_second.entry(*sec).or_default() += k;
+                    }
+                    // Workers run side by side: the longest wait is the wall time.
+                    r.channel_wait_s = r.channel_wait_s.max(w.channel_wait_s);
+                    r.slots = r.slots.max(w.slots);
+                    r.behind_max_s = r.behind_max_s.max(w.behind_max_s);
+                    r.behind_p95_s = r.behind_p95_s.max(w.behind_p95_s);
+                    r.stopped_early |= w.stopped_early;
+                    r.cut_at_wall_end |= w.cut_at_wall_end;
+                    cpu += f.cpu_s;
+                }
+                None => {
+                    // Lost or refused: its share was scheduled; what it
+                    // offered is what its last heartbeat said.
+                    r.readings_scheduled += s.scheduled;
+                    r.readings_offered += s.last.as_ref().map_or(0, |l| l.offered);
+                }
+            }
+        }
+        cpu
+    }
+
+    /// Reasons the step cannot be judged (workers lost or refused), and
+    /// workers that could not offer their share.
+    pub fn verdict_notes(&self) -> (Vec<String>, Vec<String>) {
+        let seen = self.seen.lock().unwrap();
+        let n = self.len();
+        let mut unjudged = Vec::new();
+        let mut bound = Vec::new();
+        for (w, s) in self.list.iter().zip(seen.iter()) {
+            if let Some(r) = s.refused.as_ref().or(s.lost.as_ref()) {
+                unjudged.push(r.clone());
+            } else if let Some(f) = &s.final_ {
+                let (sch, off) = (f.report.readings_scheduled, f.report.readings_offered);
+                let ratio = if sch == 0 { 1.0 } else { off as f64 / sch as f64 };
+                let held = crate::verdict::held_back_too_long(f.counts.held_back_s, self.soak_s());
+                if ratio < crate::verdict::MIN_OFFERED_RATIO && !held && !f.report.stopped_early {
+                    bound.push(format!(
+                        "generator-bound: {} offered {:.1}% of its share ({off} of {sch} readings) without being held back by the SUT: a limit of that worker, not the SUT's",
+                        w.name(n),
+                        ratio * 100.0
+                    ));
+                }
+            }
+        }
+        (unjudged, bound)
+    }
+
+    fn soak_s(&self) -> f64 {
+        self.step.lock().unwrap().as_ref().map_or(0.0, |s| (s.duration_ms - s.warmup_ms) as f64 / 1e3)
+    }
+
+    /// Each worker's figures, for the result.
+    pub fn figures(&self) -> Vec<WorkerFigures> {
+        let seen = self.seen.lock().unwrap();
+        self.list
+            .iter()
+            .zip(seen.iter())
+            .map(|(w, s)| WorkerFigures {
+                worker: w.index + 1,
+                url: w.url.clone(),
+                scheduled: s.final_.as_ref().map_or(s.scheduled, |f| f.report.readings_scheduled),
+                offered: s
+                    .final_
+                    .as_ref()
+                    .map(|f| f.report.readings_offered)
+                    .or(s.last.as_ref().map(|l| l.offered))
+                    .unwrap_or(0),
+                acked: s
+                    .final_
+                    .as_ref()
+                    .map(|f| f.counts.readings_acked)
+                    .or(s.last.as_ref().map(|l| l.acked))
+                    .unwrap_or(0),
+                cpu_s: s.final_.as_ref().map(|f| f.cpu_s),
+                behind_schedule_max_s: s.final_.as_ref().map(|f| f.report.behind_max_s),
+                clock_offset_ms: s.offset_ms,
+                clock_rtt_ms: s.rtt_ms,
+                problem: s.refused.clone().or(s.lost.clone()),
+            })
+            .collect()
+    }
+}
+
+/// The step's transport in a distributed run: the coordinator's own
+/// connections (topology, canaries), whose final counts also hold every
+/// worker's once they drained.
+pub struct Gathered {
+    pub inner: Box<dyn Transport>,
+    pub workers: Arc<Workers>,
+}
+
+impl Transport for Gathered {
+    fn pool(&self) -> &crate::transport::pool::Pool {
+        self.inner.pool()
+    }
+    fn counts(&self) -> AckCounts {
+        self.inner.counts()
+    }
+    fn live(&self) -> &Arc<Live> {
+        self.inner.live()
+    }
+    fn canary_acks(&self) -> Option<BTreeMap<u64, i64>> {
+        self.inner.canary_acks()
+    }
+    fn finish(self: Box<Self>, drain: Duration) -> crate::future::BoxFuture<'static, AckCounts> {
+        let Gathered { inner, workers } = *self;
+        Box::pin(async move {
+            let mine = inner.finish(drain);
+            // A worker drains for as long as we do, then reports.
+            let theirs = tokio::task::spawn_blocking(move || workers.collect(drain + Duration::from_secs(15)));
+            let mut counts = mine.await;
+            for c in theirs.await.unwrap_or_default() {
+                counts.merge(&c);
+            }
+            counts
+        })
+    }
+}

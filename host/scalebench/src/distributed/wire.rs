@@ -1,0 +1,149 @@
+//! The worker's control API: what the coordinator and a worker say to each
+//! other, as JSON over HTTP (documented in docs/scale-out.md).
+//!
+//! | call | body | answer |
+//! |---|---|---|
+//! | `GET /v1/health` | | `ok` |
+//! | `GET /v1/clock` | | [`Clock`] (the worker's wall clock) |
+//! | `POST /v1/init` | [`Init`] | [`Ready`]: plugins loaded, transport reachable |
+//! | `POST /v1/prepare` | [`Prepare`] | [`Ready`]: the step's points known, connections open |
+//! | `POST /v1/start` | [`Start`] | [`Ready`]: load scheduled from `start_ms` |
+//! | `GET /v1/status` | | [`Status`] (the heartbeat, once a second) |
+//! | `GET /v1/result` | | [`Final`] once the step drained (202 before) |
+//! | `POST /v1/stop` | | stops any load |
+//!
+//! Errors answer 4xx/5xx with [`Failure`]. A worker that hears nothing from
+//! its coordinator for [`COORDINATOR_SILENCE`] stops its load.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::loadgen::ProducerReport;
+use crate::transport::AckCounts;
+
+/// The port a worker listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 27100;
+/// A worker that does not answer its heartbeat for this long is lost.
+pub const HEARTBEAT_LOST: Duration = Duration::from_secs(3);
+/// A worker stops its load when its coordinator has been silent this long.
+pub const COORDINATOR_SILENCE: Duration = Duration::from_secs(10);
+/// Largest clock offset between a worker and the coordinator a step accepts:
+/// per-second series are compared across workers by wall-clock second.
+pub const MAX_CLOCK_OFFSET_MS: i64 = 100;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Clock {
+    pub now_ms: i64,
+}
+
+/// A plugin, by what the user called it and its component bytes (base64).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PluginBytes {
+    pub name: String,
+    pub wasm_b64: String,
+}
+
+/// A service the worker connects to (the coordinator's stack, already
+/// checked by its isolation guard).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Service {
+    pub name: String,
+    /// "mqtt", "postgres", "nats", "http".
+    pub kind: String,
+    pub address: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Init {
+    pub run_id: String,
+    /// This worker's shard: `index` of `count`.
+    pub index: u32,
+    pub count: u32,
+    pub model: PluginBytes,
+    pub model_params: String,
+    pub target: PluginBytes,
+    pub target_params: String,
+    pub seed: u64,
+    pub services: Vec<Service>,
+    pub connections: u32,
+    pub inflight: u16,
+    pub http_window: u32,
+    pub mqtt_user: Option<String>,
+    pub mqtt_password: Option<String>,
+    /// Client ids of this worker's connections start with this (unique
+    /// across workers: run id and index).
+    pub client_id_prefix: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Prepare {
+    /// The step's points (the worker learns tags and addresses up to here).
+    pub points: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Start {
+    pub points: u64,
+    /// The schedule's start, on the coordinator's clock (ms since the epoch).
+    pub start_ms: i64,
+    pub interval_ms: u64,
+    pub warmup_ms: u64,
+    pub duration_ms: u64,
+    /// The value model's sample period (the coordinator's, so values match).
+    pub sample_period_ms: u64,
+    /// How long the worker waits for its last acknowledgements after the load.
+    pub drain_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ready {
+    pub index: u32,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// Waiting for `init`.
+    Idle,
+    /// Initialised or prepared, no load running.
+    Ready,
+    /// Offering load.
+    Running,
+    /// The load ended; waiting for the last acknowledgements.
+    Draining,
+    /// The step's result is ready.
+    Done,
+    /// Something failed; see `error`.
+    Failed,
+}
+
+/// The heartbeat: live counters of the current step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    pub index: u32,
+    pub state: State,
+    pub offered: u64,
+    pub acked: u64,
+    pub behind_ms: u64,
+    pub errors: u64,
+    pub now_ms: i64,
+    pub error: Option<String>,
+}
+
+/// A worker's figures for one step, once drained.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Final {
+    pub index: u32,
+    pub report: ProducerReport,
+    pub counts: AckCounts,
+    /// The worker process's CPU seconds over the step.
+    pub cpu_s: f64,
+    pub rss_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Failure {
+    pub error: String,
+}

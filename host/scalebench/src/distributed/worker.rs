@@ -1,0 +1,444 @@
+//! `scalebench worker`: one generator of a distributed run. It loads the
+//! coordinator's plugins (the same component bytes), learns the step's
+//! points the way the coordinator did (model tags, adapter addresses and
+//! topology, so the adapter holds the same state; nothing of the topology
+//! is sent, the coordinator sends it once), and offers its shard of each
+//! step on the schedule the coordinator fixes. Acknowledgements are counted
+//! and timed here, by the same transports and recorders as a one-process
+//! run, and travel back as counters and HdrHistograms.
+//!
+//! The control API is in [`super::wire`]. Heartbeats both ways: the
+//! coordinator polls `status` every second, and a worker whose coordinator
+//! falls silent for [`wire::COORDINATOR_SILENCE`] stops its load.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State as AxState;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use plugin_runtime::adapter_types::TransportPlan;
+use plugin_runtime::{TargetAdapter, ValueModel};
+
+use super::wire::{self, State};
+use crate::catalog::PluginLimits;
+use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive, Share};
+use crate::services::{Scoped, StackServices};
+use crate::stack::{Endpoint, ServiceKind, StackDriver};
+use crate::transport::{Carrier, CarrierOptions, Live, Transport};
+
+/// How a worker is started.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub listen: SocketAddr,
+    pub index: Option<u32>,
+    pub limits: PluginLimits,
+}
+
+/// What a worker holds between calls.
+struct Loaded {
+    index: u32,
+    count: u32,
+    seed: u64,
+    plugins: Option<Plugins>,
+    addresses: Vec<Arc<str>>,
+    points: u64,
+    carrier: Box<dyn Carrier>,
+    transport: Option<Box<dyn Transport>>,
+}
+
+#[derive(Default)]
+struct Step {
+    live: Arc<ProducerLive>,
+    acks: Option<Arc<Live>>,
+    stop: Arc<AtomicBool>,
+    final_: Option<wire::Final>,
+}
+
+struct Worker {
+    /// The index given on the command line (a slot of Swarm or Kubernetes);
+    /// the coordinator's shard index is what the worker offers.
+    index: Option<u32>,
+    limits: PluginLimits,
+    state: Mutex<State>,
+    loaded: Mutex<Option<Loaded>>,
+    step: Mutex<Step>,
+    error: Mutex<Option<String>>,
+    last_contact: Mutex<Instant>,
+}
+
+fn kind_of(s: &str) -> Option<ServiceKind> {
+    Some(match s {
+        "mqtt" => ServiceKind::Mqtt,
+        "postgres" => ServiceKind::Postgres,
+        "nats" => ServiceKind::Nats,
+        "http" => ServiceKind::Http,
+        _ => return None,
+    })
+}
+
+/// The kind's name on the wire.
+pub fn kind_name(k: ServiceKind) -> &'static str {
+    match k {
+        ServiceKind::Mqtt => "mqtt",
+        ServiceKind::Postgres => "postgres",
+        ServiceKind::Nats => "nats",
+        ServiceKind::Http => "http",
+    }
+}
+
+/// The coordinator's services, as a stack the carrier can be chosen from.
+struct Remote(Vec<Endpoint>);
+
+impl StackDriver for Remote {
+    fn kind(&self) -> &'static str {
+        "coordinator's"
+    }
+    fn services(&self) -> Vec<Endpoint> {
+        self.0.clone()
+    }
+    fn stop(self: Box<Self>) {}
+}
+
+fn fail(status: StatusCode, e: impl std::fmt::Display) -> Response {
+    (status, serde_json::to_string(&wire::Failure { error: e.to_string() }).unwrap_or_default()).into_response()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Response {
+    (StatusCode::OK, [("content-type", "application/json")], serde_json::to_string(v).unwrap_or_default())
+        .into_response()
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
+    serde_json::from_slice(body).map_err(|e| fail(StatusCode::BAD_REQUEST, format!("bad request body: {e}")))
+}
+
+impl Worker {
+    fn touch(&self) {
+        *self.last_contact.lock().unwrap() = Instant::now();
+    }
+    fn set(&self, s: State) {
+        *self.state.lock().unwrap() = s;
+    }
+    fn failed(&self, why: String) -> Response {
+        eprintln!("worker: {why}");
+        *self.error.lock().unwrap() = Some(why.clone());
+        self.set(State::Failed);
+        fail(StatusCode::UNPROCESSABLE_ENTITY, why)
+    }
+    fn ready(&self, detail: String) -> Response {
+        let index = self.loaded.lock().unwrap().as_ref().map(|l| l.index).or(self.index).unwrap_or(0);
+        json(&wire::Ready { index, detail })
+    }
+}
+
+async fn init(w: Arc<Worker>, body: Bytes) -> Response {
+    w.touch();
+    let req: wire::Init = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    if let Some(l) = w.loaded.lock().unwrap().take() {
+        if let Some(t) = l.transport {
+            drop(t.finish(Duration::ZERO));
+        }
+    }
+    *w.step.lock().unwrap() = Step::default();
+    let limits = w.limits.clone();
+    let opened = tokio::task::spawn_blocking(move || open_plugins(&limits, &req).map(|p| (p, req))).await;
+    let ((plugins, plan, rules), req) = match opened {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return w.failed(format!("{e:#}")),
+        Err(e) => return w.failed(format!("init: {e}")),
+    };
+    let mut endpoints = Vec::new();
+    for s in &req.services {
+        match kind_of(&s.kind) {
+            Some(kind) => endpoints.push(Endpoint { name: s.name.clone(), kind, address: s.address.clone() }),
+            None => return w.failed(format!("service {} has an unknown kind `{}`", s.name, s.kind)),
+        }
+    }
+    let opts = CarrierOptions {
+        connections: req.connections,
+        inflight: req.inflight,
+        mqtt_user: req.mqtt_user.clone(),
+        mqtt_password: req.mqtt_password.clone(),
+        http_window: req.http_window,
+        http_rules: rules,
+        client_id_prefix: Some(req.client_id_prefix.clone()),
+    };
+    // The carrier is chosen from a stack borrowed as `&dyn StackDriver`
+    // (not Sync): chosen on this thread, off the handler's future.
+    let chosen = tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(crate::transport::carrier_for(
+            &req.target.name,
+            &plan,
+            &Remote(endpoints),
+            &opts,
+        ))
+    });
+    let carrier = match chosen {
+        Ok(c) => c,
+        Err(e) => return w.failed(format!("cannot reach the target from this worker: {e:#}")),
+    };
+    let detail = format!("shard {} of {}: {} via {}", req.index + 1, req.count, req.target.name, carrier.describe());
+    eprintln!("worker: {detail}");
+    *w.loaded.lock().unwrap() = Some(Loaded {
+        index: req.index,
+        count: req.count,
+        seed: req.seed,
+        plugins: Some(plugins),
+        addresses: Vec::new(),
+        points: 0,
+        carrier,
+        transport: None,
+    });
+    *w.error.lock().unwrap() = None;
+    w.set(State::Ready);
+    w.ready(detail)
+}
+
+type Opened = (Plugins, TransportPlan, Option<Arc<dyn crate::transport::http::IngestRules>>);
+
+fn open_plugins(limits: &PluginLimits, req: &wire::Init) -> anyhow::Result<Opened> {
+    let rt = crate::catalog::runtime(limits)?;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let model_bytes = b64.decode(&req.model.wasm_b64)?;
+    let target_bytes = b64.decode(&req.target.wasm_b64)?;
+    let model_plugin = rt.load_bytes(&req.model.name, &model_bytes)?;
+    let target_plugin = rt.load_bytes(&req.target.name, &target_bytes)?;
+    let mut model = ValueModel::instantiate(&rt, &model_plugin)?;
+    model.configure(&req.model_params).map_err(crate::catalog::user_error)?;
+    let services = Arc::new(StackServices::new(Default::default(), Default::default())?);
+    let mut adapter = TargetAdapter::instantiate(&rt, &target_plugin, Scoped::shared(&services, "encoder"))?;
+    let plan = adapter.configure(&req.target_params).map_err(crate::catalog::user_error)?;
+    let rules: Option<Arc<dyn crate::transport::http::IngestRules>> = match plan.transport {
+        TransportPlan::Http => {
+            let mut a = TargetAdapter::instantiate(&rt, &target_plugin, Scoped::shared(&services, "ingest"))?;
+            a.configure(&req.target_params).map_err(crate::catalog::user_error)?;
+            Some(Arc::new(crate::transport::http::AdapterRules(Arc::new(Mutex::new(a)))))
+        }
+        _ => None,
+    };
+    Ok((Plugins { model: Box::new(model), adapter: Box::new(adapter) }, plan.transport, rules))
+}
+
+async fn prepare(w: Arc<Worker>, body: Bytes) -> Response {
+    w.touch();
+    let req: wire::Prepare = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let Some(mut l) = w.loaded.lock().unwrap().take() else {
+        return fail(StatusCode::CONFLICT, "prepare before init");
+    };
+    let res = tokio::task::spawn_blocking(move || {
+        let r = learn_points(&mut l, req.points);
+        (l, r)
+    })
+    .await;
+    let mut l = match res {
+        Ok((l, Ok(()))) => l,
+        Ok((l, Err(e))) => {
+            *w.loaded.lock().unwrap() = Some(l);
+            return w.failed(format!("{e:#}"));
+        }
+        Err(e) => return w.failed(format!("prepare: {e}")),
+    };
+    if l.transport.is_none() {
+        match l.carrier.open().await {
+            Ok(t) => l.transport = Some(t),
+            Err(e) => {
+                *w.loaded.lock().unwrap() = Some(l);
+                return w.failed(format!("cannot connect: {e:#}"));
+            }
+        }
+    }
+    let detail = format!("{} points known", l.points);
+    *w.loaded.lock().unwrap() = Some(l);
+    w.set(State::Ready);
+    w.ready(detail)
+}
+
+/// Tags, addresses and topology for points up to `points`, as the
+/// coordinator learned them (the adapter keeps the same state).
+fn learn_points(l: &mut Loaded, points: u64) -> anyhow::Result<()> {
+    let p = l.plugins.as_mut().ok_or_else(|| anyhow::anyhow!("a step is running"))?;
+    while l.points < points {
+        let n = (points - l.points).min(plugin_runtime::POINTS_PER_CALL as u64);
+        let tags = p.model.tags(l.seed, l.points as u32, n as u32)?;
+        let addrs = p.adapter.addresses(&tags)?;
+        l.addresses.extend(addrs.into_iter().map(|a| Arc::<str>::from(a.as_str())));
+        drop(loadgen::topology_messages(&mut *p.adapter, &tags)?);
+        l.points += n;
+    }
+    Ok(())
+}
+
+async fn start(w: Arc<Worker>, body: Bytes) -> Response {
+    w.touch();
+    let req: wire::Start = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let mut guard = w.loaded.lock().unwrap();
+    let Some(l) = guard.as_mut() else {
+        return fail(StatusCode::CONFLICT, "start before init");
+    };
+    if l.points < req.points {
+        return fail(StatusCode::CONFLICT, format!("start of {} points before prepare ({} known)", req.points, l.points));
+    }
+    let (Some(mut plugins), Some(transport)) = (l.plugins.take(), l.transport.take()) else {
+        return fail(StatusCode::CONFLICT, "start before prepare, or while a step runs");
+    };
+    let spec = LoadSpec {
+        points: req.points as u32,
+        interval: Duration::from_millis(req.interval_ms),
+        seed: l.seed,
+        duration: Duration::from_millis(req.duration_ms),
+        sample_period_ms: req.sample_period_ms,
+        first_canary_seq: 0,
+        start_ms: Some(req.start_ms),
+        share: Share::Shard { index: l.index, count: l.count },
+        canaries: false,
+    };
+    transport.live().soak_from_ms.store(req.start_ms + req.warmup_ms as i64, Ordering::Relaxed);
+    let step = Step {
+        live: Arc::new(ProducerLive::default()),
+        acks: Some(transport.live().clone()),
+        stop: Arc::new(AtomicBool::new(false)),
+        final_: None,
+    };
+    let (live, stop) = (step.live.clone(), step.stop.clone());
+    *w.step.lock().unwrap() = step;
+    let addresses: Arc<Vec<Arc<str>>> = Arc::new(l.addresses.clone());
+    let index = l.index;
+    drop(guard);
+    w.set(State::Running);
+    let senders = transport.senders();
+    let cpu_before = crate::hardware::self_cpu_seconds();
+    let w2 = w.clone();
+    let producer = std::thread::Builder::new().name("producer".into()).spawn(move || {
+        let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
+        (plugins, r)
+    });
+    let producer = match producer {
+        Ok(p) => p,
+        Err(e) => return w.failed(format!("cannot start the producer: {e}")),
+    };
+    tokio::spawn(async move {
+        let joined = tokio::task::spawn_blocking(move || producer.join()).await;
+        let (plugins, report) = match joined {
+            Ok(Ok(x)) => x,
+            _ => {
+                w2.failed("the producer thread panicked".into());
+                return;
+            }
+        };
+        w2.set(State::Draining);
+        let counts = transport.finish(Duration::from_millis(req.drain_ms)).await;
+        if let Some(l) = w2.loaded.lock().unwrap().as_mut() {
+            l.plugins = Some(plugins);
+        }
+        match report {
+            Ok(report) => {
+                let f = wire::Final {
+                    index,
+                    report,
+                    counts,
+                    cpu_s: crate::hardware::self_cpu_seconds() - cpu_before,
+                    rss_bytes: crate::hardware::self_rss_bytes(),
+                };
+                w2.step.lock().unwrap().final_ = Some(f);
+                w2.set(State::Done);
+            }
+            Err(e) => {
+                w2.failed(format!("{e}"));
+            }
+        }
+    });
+    w.ready(format!("load from {}", crate::clock::format_utc(req.start_ms)))
+}
+
+async fn status(w: Arc<Worker>) -> Response {
+    w.touch();
+    let state = *w.state.lock().unwrap();
+    let step = w.step.lock().unwrap();
+    let index = w.loaded.lock().unwrap().as_ref().map(|l| l.index).or(w.index).unwrap_or(0);
+    json(&wire::Status {
+        index,
+        state,
+        offered: step.live.readings_offered.load(Ordering::Relaxed),
+        acked: step.acks.as_ref().map_or(0, |a| a.readings_acked.load(Ordering::Relaxed)),
+        behind_ms: step.live.behind_ms.load(Ordering::Relaxed),
+        errors: step.acks.as_ref().map_or(0, |a| a.errors.load(Ordering::Relaxed)),
+        now_ms: crate::clock::now_ms(),
+        error: w.error.lock().unwrap().clone(),
+    })
+}
+
+async fn result(w: Arc<Worker>) -> Response {
+    w.touch();
+    let step = w.step.lock().unwrap();
+    match &step.final_ {
+        Some(f) => json(f),
+        None => (StatusCode::ACCEPTED, "the step has not drained yet").into_response(),
+    }
+}
+
+async fn stop(w: Arc<Worker>) -> Response {
+    w.touch();
+    w.step.lock().unwrap().stop.store(true, Ordering::Relaxed);
+    (StatusCode::OK, "stopping").into_response()
+}
+
+/// Serve the control API until the process is stopped.
+pub async fn serve(opts: Options) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (choose another with --listen)", opts.listen))?;
+    let addr = listener.local_addr()?;
+    let w = Arc::new(Worker {
+        index: opts.index,
+        limits: opts.limits,
+        state: Mutex::new(State::Idle),
+        loaded: Mutex::new(None),
+        step: Mutex::new(Step::default()),
+        error: Mutex::new(None),
+        last_contact: Mutex::new(Instant::now()),
+    });
+    // The coordinator's heartbeat: a load nobody watches stops.
+    let watchdog = w.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let running = matches!(*watchdog.state.lock().unwrap(), State::Running);
+            let silent = watchdog.last_contact.lock().unwrap().elapsed();
+            if running && silent > wire::COORDINATOR_SILENCE {
+                eprintln!("worker: no word from the coordinator for {} s; stopping the load", silent.as_secs());
+                watchdog.step.lock().unwrap().stop.store(true, Ordering::Relaxed);
+            }
+        }
+    });
+    let app = axum::Router::new()
+        .route("/v1/health", get(|| async { "ok" }))
+        .route("/v1/clock", get(|| async { json(&wire::Clock { now_ms: crate::clock::now_ms() }) }))
+        .route("/v1/init", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| init(w, b)))
+        .route("/v1/prepare", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| prepare(w, b)))
+        .route("/v1/start", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| start(w, b)))
+        .route("/v1/status", get(|AxState(w): AxState<Arc<Worker>>| status(w)))
+        .route("/v1/result", get(|AxState(w): AxState<Arc<Worker>>| result(w)))
+        .route("/v1/stop", post(|AxState(w): AxState<Arc<Worker>>| stop(w)))
+        .with_state(w);
+    // The one line a script or a test waits for.
+    println!("worker listening on http://{addr}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, app).await?;
+    Ok(())
+}
