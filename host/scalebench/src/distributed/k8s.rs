@@ -113,11 +113,11 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
             "ports": [{ "name": "control", "port": port, "targetPort": port, "protocol": "TCP" }],
         },
     });
-    let probe = |failures: u32| {
+    let probe = |period: u32, failures: u32| {
         json!({
             "httpGet": { "path": HEALTH_PATH, "port": port },
-            "periodSeconds": 5,
-            "timeoutSeconds": 2,
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
             "failureThreshold": failures,
         })
     };
@@ -158,9 +158,13 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
                             "requests": { "cpu": cpu, "memory": memory },
                             "limits": { "cpu": cpu, "memory": memory },
                         },
-                        "readinessProbe": probe(1),
-                        // A worker busy offering load may answer late; only a long silence restarts it.
-                        "livenessProbe": probe(6),
+                        // Ready is when the pod's DNS name appears (the Service
+                        // publishes ready pods only); a worker busy offering
+                        // load may answer late, so one late answer does not
+                        // take its name away, and only a minute of silence
+                        // replaces it.
+                        "readinessProbe": probe(2, 3),
+                        "livenessProbe": probe(10, 6),
                     }],
                 },
             },
