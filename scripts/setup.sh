@@ -31,6 +31,8 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # `make lint` checks the import graph with a small Python script.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# A virtualenv holds kubernetes-validate (below); Debian's python3 needs python3-venv for one.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -75,6 +77,21 @@ if [ -n "$(node_missing)" ]; then
   left="$(node_missing)"
   if [ -n "$left" ]; then
     echo "setup: npm did not install $left into $node_dir; see npm's output above" >&2
+    exit 1
+  fi
+fi
+
+# kubernetes-validate (PyPI, exact version) checks the manifests of `scalebench
+# deploy k8s` against the Kubernetes JSON schemas it ships (offline at test
+# time), in a virtualenv outside the clone; the test looks in the same place.
+py_dir="${SCALEBENCH_PY_DIR:-/var/tmp/scalebench-py}"
+k8s_validate_version=1.37.0
+if [ "$("$py_dir/bin/kubernetes-validate" --version 2>/dev/null)" != "$k8s_validate_version" ]; then
+  echo "setup: installing kubernetes-validate $k8s_validate_version into $py_dir" >&2
+  [ -x "$py_dir/bin/pip" ] || python3 -m venv "$py_dir" >&2
+  "$py_dir/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$k8s_validate_version" >&2
+  if [ "$("$py_dir/bin/kubernetes-validate" --version 2>/dev/null)" != "$k8s_validate_version" ]; then
+    echo "setup: pip did not install kubernetes-validate $k8s_validate_version into $py_dir; see pip's output above" >&2
     exit 1
   fi
 fi

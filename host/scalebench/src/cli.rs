@@ -113,6 +113,12 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Write manifests that run `scalebench worker`s for distributed runs:
+    /// `deploy k8s` (see docs/scale-out.md).
+    Deploy {
+        #[command(subcommand)]
+        what: DeployCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -806,6 +812,45 @@ pub enum PluginsCommand {
     /// Print the plugin contract this scalebench speaks (wit/plugin.wit), to
     /// copy into an adapter built outside this repository.
     Wit,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeployCommand {
+    /// Kubernetes: a Namespace, a headless Service and an Indexed Job of N
+    /// workers, written to <out>/workers.yaml; prints the coordinator's
+    /// `scalebench run --workers` line.
+    K8s(DeployK8sArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeployK8sArgs {
+    /// How many workers (pods; each runs `scalebench worker`).
+    #[arg(long, value_name = "N")]
+    pub workers: u32,
+    /// The workers' image, as your cluster pulls it (scripts/docker-images.sh builds scale-worker:bookworm).
+    #[arg(long, default_value = crate::distributed::k8s::DEFAULT_IMAGE)]
+    pub image: String,
+    /// The namespace the manifests create (and `kubectl delete -f` deletes).
+    #[arg(long, default_value = crate::distributed::k8s::DEFAULT_NAMESPACE)]
+    pub namespace: String,
+    /// The Job's and the headless Service's name (pods are <name>-<index>).
+    #[arg(long, default_value = crate::distributed::k8s::DEFAULT_NAME)]
+    pub name: String,
+    /// CPU request and limit of each worker (cores or millicores: 1, 0.5, 500m).
+    #[arg(long, default_value = crate::distributed::k8s::DEFAULT_CPU)]
+    pub cpu: String,
+    /// Memory request and limit of each worker (1Gi, 512Mi, 2G).
+    #[arg(long, default_value = crate::distributed::k8s::DEFAULT_MEMORY)]
+    pub memory: String,
+    /// The workers' control port (`scalebench worker --listen 0.0.0.0:PORT`).
+    #[arg(long, default_value_t = crate::distributed::k8s::DEFAULT_PORT)]
+    pub port: u16,
+    /// The cluster's DNS domain, in the worker URLs.
+    #[arg(long, default_value = crate::distributed::k8s::DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+    /// Where workers.yaml goes; `-` prints the manifests to stdout instead.
+    #[arg(long, value_name = "DIR", default_value = "deploy/k8s")]
+    pub out: PathBuf,
 }
 
 #[cfg(test)]

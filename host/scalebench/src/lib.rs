@@ -87,6 +87,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let argv = std::iter::once(std::ffi::OsString::from("scalebench reference-historian")).chain(args);
             std::process::exit(reference_historian::app::main_with_args(argv));
         }
+        Command::Deploy { what } => commands::deploy::run(what),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod cli_gen;
 mod common;
+mod deploy;
 mod docker;
 mod external;
 mod historian;

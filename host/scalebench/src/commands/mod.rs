@@ -5,6 +5,7 @@ pub mod bench_http;
 pub mod bench_prefill;
 pub mod bench_stacks;
 pub mod compare;
+pub mod deploy;
 pub mod gen;
 pub mod gen_bench;
 pub mod gen_compression;
