@@ -301,6 +301,7 @@ mod tests {
             outcomes: Default::default(),
             series: Default::default(),
             canaries: vec![],
+            workers: vec![],
         }
     }
 
