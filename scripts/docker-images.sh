@@ -48,8 +48,9 @@ if [ ! -x "$BIN" ]; then
   exit 1
 fi
 sum=$(sha256sum "$BIN" | cut -c1-16)
-# Images that carry the scalebench binary: the historian, the Haystack test server.
-for name in historian haystack; do
+# Images that carry the scalebench binary: the historian, the Haystack test
+# server, the distributed-run worker.
+for name in historian haystack worker; do
   if [ "$(docker image inspect -f '{{index .Config.Labels "scale.binary"}}' "scale-$name:bookworm" 2>/dev/null || true)" != "$sum" ]; then
     echo "images: scale-$name:bookworm (scalebench $sum)" >&2
     ctx=$(mktemp -d)

@@ -9,3 +9,93 @@ pub mod k8s;
 pub mod swarm;
 pub mod wire;
 pub mod worker;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use plugin_runtime::{TargetAdapter, ValueModel};
+
+    use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive, Share};
+    use crate::transport::{Batch, Carries};
+
+    /// What one producer offers with the built-in plant-shaped model and
+    /// baler adapter: (address, payload, readings) of every message.
+    fn offered(points: u32, start_ms: i64, share: Share) -> Vec<(String, Vec<u8>, Carries)> {
+        let limits = crate::catalog::PluginLimits {
+            call_timeout_ms: 30_000,
+            memory_mb: 256,
+            call_data_mb: 64,
+            cache_dir: Some(std::env::temp_dir().join("scalebench-test-wasm-cache")),
+        };
+        let rt = crate::catalog::runtime(&limits).unwrap();
+        let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, "plant-shaped").unwrap()).unwrap();
+        model.configure("{}").unwrap();
+        let mut adapter = TargetAdapter::instantiate(
+            &rt,
+            &crate::catalog::load(&rt, "baler").unwrap(),
+            Arc::new(plugin_runtime::NoServices),
+        )
+        .unwrap();
+        adapter.configure("{}").unwrap();
+        let tags = crate::target::Model::tags(&mut model, 7, 0, points).unwrap();
+        let addresses: Vec<Arc<str>> = crate::target::Adapter::addresses(&mut adapter, &tags)
+            .unwrap()
+            .into_iter()
+            .map(|a| Arc::from(a.as_str()))
+            .collect();
+        let mut plugins = Plugins { model: Box::new(model), adapter: Box::new(adapter) };
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(1 << 20);
+        let spec = LoadSpec {
+            points,
+            interval: Duration::from_secs(1),
+            seed: 7,
+            duration: Duration::from_secs(2),
+            sample_period_ms: 1000,
+            first_canary_seq: 0,
+            start_ms: Some(start_ms),
+            share,
+            canaries: false,
+        };
+        let r = loadgen::produce(&mut plugins, &spec, &addresses, &[tx], &ProducerLive::default(), &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(r.readings_offered, r.readings_scheduled);
+        let mut out = Vec::new();
+        while let Ok(batch) = rx.try_recv() {
+            out.extend(batch.into_iter().map(|m| (m.address.to_string(), m.payload.to_vec(), m.carries)));
+        }
+        out
+    }
+
+    #[test]
+    fn three_shards_offer_exactly_the_readings_of_one_process_byte_for_byte() {
+        let start_ms = loadgen::start_ms_after(crate::clock::now_ms() + 1500);
+        let shares = [
+            Share::All,
+            Share::Shard { index: 0, count: 3 },
+            Share::Shard { index: 1, count: 3 },
+            Share::Shard { index: 2, count: 3 },
+        ];
+        let runs: Vec<Vec<(String, Vec<u8>, Carries)>> = std::thread::scope(|s| {
+            let h: Vec<_> = shares.iter().map(|sh| s.spawn(move || offered(600, start_ms, *sh))).collect();
+            h.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let count = |msgs: &[(String, Vec<u8>, Carries)]| {
+            let mut m: BTreeMap<(String, Vec<u8>, String), u32> = BTreeMap::new();
+            for (a, p, c) in msgs {
+                *m.entry((a.clone(), p.clone(), format!("{c:?}"))).or_default() += 1;
+            }
+            m
+        };
+        let one = count(&runs[0]);
+        let mut union = runs[1].clone();
+        union.extend(runs[2].iter().cloned());
+        union.extend(runs[3].iter().cloned());
+        assert_eq!(runs[0].len(), 1200, "600 points every second for 2 s");
+        assert!(runs[1..].iter().all(|r| !r.is_empty()), "every shard offers");
+        assert_eq!(count(&union), one, "the shards' messages are the one-process run's, byte for byte");
+    }
+}
