@@ -496,9 +496,13 @@ mod share_tests {
 
     #[test]
     fn shards_split_every_slot_and_their_union_is_the_whole_schedule() {
-        for (points, interval_ms, duration_ms, workers) in
-            [(1_000u32, 5_000u64, 30_000u64, 3u32), (1_000, 5_000, 12_000, 3), (2_500, 5_000, 12_500, 3), (7, 1_000, 4_300, 2), (100_000, 5_000, 20_000, 5)]
-        {
+        for (points, interval_ms, duration_ms, workers) in [
+            (1_000u32, 5_000u64, 30_000u64, 3u32),
+            (1_000, 5_000, 12_000, 3),
+            (2_500, 5_000, 12_500, 3),
+            (7, 1_000, 4_300, 2),
+            (100_000, 5_000, 20_000, 5),
+        ] {
             let (i, d) = (Duration::from_millis(interval_ms), Duration::from_millis(duration_ms));
             let all = scheduled_in_share(points, i, d, Share::All);
             assert_eq!(all, scheduled_readings(points as u64, interval_ms, duration_ms));

@@ -21,7 +21,7 @@ fn repo() -> PathBuf {
 
 /// The images, built once per test run (kept between runs; the historian
 /// image follows the test binary).
-fn images() {
+pub(crate) fn images() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let out = Command::new(repo().join("scripts/docker-images.sh"))

@@ -5,6 +5,7 @@
 mod cli_gen;
 mod common;
 mod deploy;
+mod distributed;
 mod docker;
 mod external;
 mod historian;

@@ -376,9 +376,10 @@ fn parse_workers(w: &crate::cli::WorkerFlags, run_id: &str) -> anyhow::Result<Op
         if !(w.worker_cpus > 0.0) {
             return Err(usage(format!("--worker-cpus {}: give a number of CPUs above 0, e.g. 0.5", w.worker_cpus)));
         }
-        let memory_bytes = crate::stack::compose::parse_bytes(&w.worker_memory).filter(|b| *b > 0).ok_or_else(|| {
-            usage(format!("--worker-memory {}: give an amount of memory such as 512m or 2g", w.worker_memory))
-        })?;
+        let memory_bytes =
+            crate::stack::compose::parse_bytes(&w.worker_memory).filter(|b| *b > 0).ok_or_else(|| {
+                usage(format!("--worker-memory {}: give an amount of memory such as 512m or 2g", w.worker_memory))
+            })?;
         let crate::cli::WorkerEngine::Swarm = w.engine;
         return Ok(Some(Workers::Start(crate::distributed::swarm::SwarmWorkers {
             workers: n,

@@ -24,7 +24,10 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
             )
         })?;
         listen.set_port(listen.port().checked_add(i as u16).ok_or_else(|| {
-            crate::error::UsageError(format!("port {} + index {i} is past 65535: choose a lower --listen port", listen.port()))
+            crate::error::UsageError(format!(
+                "port {} + index {i} is past 65535: choose a lower --listen port",
+                listen.port()
+            ))
         })?);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

@@ -173,8 +173,14 @@ impl Workers {
                 client_id_prefix: format!("scalebench-{}-w{}", t.run_id, w.index + 1),
             };
             let body = serde_json::to_string(&init).expect("init is JSON");
-            call::<wire::Ready>(&self.agent, "POST", &format!("{}/v1/init", w.url), Some(body), Duration::from_secs(120))
-                .map_err(|e| format!("{}: {e}", w.name(n)))
+            call::<wire::Ready>(
+                &self.agent,
+                "POST",
+                &format!("{}/v1/init", w.url),
+                Some(body),
+                Duration::from_secs(120),
+            )
+            .map_err(|e| format!("{}: {e}", w.name(n)))
         });
         let bad: Vec<String> = answers.into_iter().filter_map(|r| r.err()).collect();
         if !bad.is_empty() {
@@ -214,7 +220,13 @@ impl Workers {
             let mut best: Option<(i64, i64)> = None;
             for _ in 0..5 {
                 let t0 = crate::clock::now_ms();
-                let r = call::<wire::Clock>(&self.agent, "GET", &format!("{}/v1/clock", w.url), None, Duration::from_secs(2));
+                let r = call::<wire::Clock>(
+                    &self.agent,
+                    "GET",
+                    &format!("{}/v1/clock", w.url),
+                    None,
+                    Duration::from_secs(2),
+                );
                 let t1 = crate::clock::now_ms();
                 if let Ok((_, Some(c))) = r {
                     let rtt = t1 - t0;
@@ -268,8 +280,14 @@ impl Workers {
             if refused[w.index as usize] {
                 return Ok(());
             }
-            call::<wire::Ready>(&self.agent, "POST", &format!("{}/v1/start", w.url), Some(body.clone()), Duration::from_secs(10))
-                .map(|_| ())
+            call::<wire::Ready>(
+                &self.agent,
+                "POST",
+                &format!("{}/v1/start", w.url),
+                Some(body.clone()),
+                Duration::from_secs(10),
+            )
+            .map(|_| ())
         });
         let mut seen = self.seen.lock().unwrap();
         for (w, a) in self.list.iter().zip(answers) {
@@ -375,7 +393,13 @@ impl Workers {
             }
             let deadline = Instant::now() + wait;
             loop {
-                match call::<wire::Final>(&self.agent, "GET", &format!("{}/v1/result", w.url), None, Duration::from_secs(30)) {
+                match call::<wire::Final>(
+                    &self.agent,
+                    "GET",
+                    &format!("{}/v1/result", w.url),
+                    None,
+                    Duration::from_secs(30),
+                ) {
                     Ok((_, Some(f))) => return Some(Ok(f)),
                     Ok((_, None)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(250)),
                     Err(e) if Instant::now() >= deadline => return Some(Err(e)),

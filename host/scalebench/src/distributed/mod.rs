@@ -60,8 +60,9 @@ mod tests {
             share,
             canaries: false,
         };
-        let r = loadgen::produce(&mut plugins, &spec, &addresses, &[tx], &ProducerLive::default(), &AtomicBool::new(false))
-            .unwrap();
+        let r =
+            loadgen::produce(&mut plugins, &spec, &addresses, &[tx], &ProducerLive::default(), &AtomicBool::new(false))
+                .unwrap();
         assert_eq!(r.readings_offered, r.readings_scheduled);
         let mut out = Vec::new();
         while let Ok(batch) = rx.try_recv() {

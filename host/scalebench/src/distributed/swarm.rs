@@ -101,7 +101,10 @@ impl SwarmWorkers {
             )));
         }
         let name = format!("scalebench-workers-{}", self.run_id);
-        docker.create_service(self.spec(&name), None).await.map_err(|e| engine_error("cannot create the service", e))?;
+        docker
+            .create_service(self.spec(&name), None)
+            .await
+            .map_err(|e| engine_error("cannot create the service", e))?;
         let service = Service { docker, name, urls: Vec::new() };
         match service.wait_running(self, wait).await {
             Ok(urls) => Ok(Service { urls, ..service }),
@@ -128,7 +131,9 @@ impl Service {
             for t in &tasks {
                 let status = t.status.as_ref();
                 match status.and_then(|s| s.state) {
-                    Some(TaskState::RUNNING) => running.push((t.slot.unwrap_or(0), t.node_id.clone().unwrap_or_default())),
+                    Some(TaskState::RUNNING) => {
+                        running.push((t.slot.unwrap_or(0), t.node_id.clone().unwrap_or_default()))
+                    }
                     Some(TaskState::FAILED | TaskState::REJECTED) => problems.push(format!(
                         "slot {}: {}",
                         t.slot.unwrap_or(0),
@@ -159,7 +164,10 @@ impl Service {
             if Instant::now() >= deadline {
                 anyhow::bail!(
                     "Docker Swarm: {} of {} workers running after {} s",
-                    tasks.iter().filter(|t| t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING)).count(),
+                    tasks
+                        .iter()
+                        .filter(|t| t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING))
+                        .count(),
                     w.workers,
                     wait.as_secs()
                 );
@@ -172,7 +180,10 @@ impl Service {
     pub async fn remove(&self) {
         match self.docker.delete_service(&self.name).await {
             Ok(()) => eprintln!("workers: removed the Swarm service {}", self.name),
-            Err(e) => eprintln!("workers: could not remove the Swarm service {}: {e} (remove it with `docker service rm {}`)", self.name, self.name),
+            Err(e) => eprintln!(
+                "workers: could not remove the Swarm service {}: {e} (remove it with `docker service rm {}`)",
+                self.name, self.name
+            ),
         }
     }
 }

@@ -171,6 +171,7 @@ async fn init(w: Arc<Worker>, body: Bytes) -> Response {
         http_window: req.http_window,
         http_rules: rules,
         client_id_prefix: Some(req.client_id_prefix.clone()),
+        worker: true,
     };
     // The carrier is chosen from a stack borrowed as `&dyn StackDriver`
     // (not Sync): chosen on this thread, off the handler's future.
@@ -291,7 +292,10 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
         return fail(StatusCode::CONFLICT, "start before init");
     };
     if l.points < req.points {
-        return fail(StatusCode::CONFLICT, format!("start of {} points before prepare ({} known)", req.points, l.points));
+        return fail(
+            StatusCode::CONFLICT,
+            format!("start of {} points before prepare ({} known)", req.points, l.points),
+        );
     }
     let (Some(mut plugins), Some(transport)) = (l.plugins.take(), l.transport.take()) else {
         return fail(StatusCode::CONFLICT, "start before prepare, or while a step runs");

@@ -103,6 +103,7 @@ pub async fn run(
         http_window: cfg.http_window,
         http_rules,
         client_id_prefix: None,
+        worker: false,
     };
     let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, &*stack, &carrier_opts).await?;
     let counter = Arc::new(Mutex::new(adapter("counter")?.0));
@@ -131,11 +132,7 @@ pub async fn run(
             .context("the target is not ready for a ladder")?;
     }
     let sys = carrier.broker_counters();
-    let workers = if cfg.workers.is_empty() {
-        None
-    } else {
-        Some(Arc::new(start_workers(cfg, &*stack).await?))
-    };
+    let workers = if cfg.workers.is_empty() { None } else { Some(Arc::new(start_workers(cfg, &*stack).await?)) };
 
     let mut commits = BTreeMap::new();
     if let Some(c) = hardware::git_commit(&cfg.repo_dir) {

@@ -351,6 +351,9 @@ pub struct CarrierOptions {
     /// MQTT client ids start with this (None: `scalebench-<pid>`); workers
     /// of a distributed run each get their own, so ids never collide.
     pub client_id_prefix: Option<String>,
+    /// A worker of a distributed run: what the run writes into (a JetStream
+    /// stream) was created by its coordinator, not here.
+    pub worker: bool,
 }
 
 impl std::fmt::Debug for dyn http::IngestRules {
@@ -396,7 +399,7 @@ pub async fn carrier_for(
         }
         TransportPlan::NatsJetstream(jp) => {
             let ep = need(ServiceKind::Nats)?;
-            Box::new(nats::JetStreamCarrier::start(&ep.address, jp, opts.connections).await?)
+            Box::new(nats::JetStreamCarrier::start(&ep.address, jp, opts.connections, !opts.worker).await?)
         }
         TransportPlan::NatsCore => {
             return Err(crate::error::Error::UnsupportedPlan {

@@ -187,14 +187,25 @@ pub struct JetStreamCarrier {
 }
 
 impl JetStreamCarrier {
-    /// Connect and create the plan's stream (never one that exists already).
+    /// Connect and create the plan's stream (never one that exists already);
+    /// a worker of a distributed run (`create` false) publishes into the
+    /// stream its coordinator created, which must exist.
     pub async fn start(
         urls: &str,
         jp: &plugin_runtime::adapter_types::JetstreamPlan,
         connections: u32,
+        create: bool,
     ) -> Result<JetStreamCarrier, NatsError> {
         let client = connect(urls).await?;
-        ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, jp.replicas, jp.max_msgs).await?;
+        if create {
+            ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, jp.replicas, jp.max_msgs).await?;
+        } else if jetstream::new(client.clone()).get_stream(&jp.stream_name).await.is_err() {
+            return Err(NatsError::Stream {
+                stream: jp.stream_name.clone(),
+                detail: "the coordinator's stream is not on this server".into(),
+                hint: "a worker publishes into the stream its coordinator created: check that the worker reaches the same NATS servers".into(),
+            });
+        }
         let cfg = NatsConfig {
             urls: urls.into(),
             connections: connections.max(1),

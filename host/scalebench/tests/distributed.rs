@@ -1,0 +1,305 @@
+//! Distributed runs, for real: `scalebench worker` processes started by
+//! hand, and workers as a Docker Swarm service on a single-node swarm this
+//! module sets up on the test engine (and leaves as it found it). One
+//! ladder, one verdict: the same steps pass as in one process, a worker
+//! lost mid-soak or with a wrong clock makes the step inconclusive and is
+//! named, and Ctrl-C leaves no service behind.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::ladder::{ladder_args, run_ladder, step0, ONE_STACK_AT_A_TIME};
+
+fn reasons(s: &serde_json::Value) -> String {
+    s["reasons"].to_string()
+}
+
+/// A worker started by hand on a port of its own; killed when dropped.
+struct HandWorker {
+    child: Child,
+    url: String,
+}
+
+impl Drop for HandWorker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hand_worker(index: u32, extra: &[&str]) -> HandWorker {
+    let mut child = Command::new(bin())
+        .args(["worker", "--listen", "127.0.0.1:0", "--index", &index.to_string()])
+        .args(extra)
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start a worker");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("worker listening on ").unwrap_or_else(|| panic!("worker said: {line:?}"));
+    HandWorker { url: url.to_string(), child }
+}
+
+fn urls(ws: &[HandWorker]) -> String {
+    ws.iter().map(|w| w.url.clone()).collect::<Vec<_>>().join(",")
+}
+
+#[test]
+fn a_worker_whose_clock_is_two_seconds_off_is_refused_at_the_barrier_and_named() {
+    let ws = [hand_worker(0, &[]), hand_worker(1, &["--test-clock-offset-ms", "2000"])];
+    let run = run_ladder(&["--steps", "200", "--soak", "4s", "--workers", &urls(&ws)]);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "inconclusive", "{}\n{}", reasons(s), stderr(&run.out));
+    let first = s["reasons"][0].as_str().unwrap();
+    assert!(
+        first.contains("worker 2 of 2") && first.contains(&ws[1].url) && first.contains("refused at the barrier"),
+        "{first}"
+    );
+    assert!(first.contains("2.00 s ahead of"), "{first}");
+    let w = &s["workers"];
+    assert_eq!(w.as_array().unwrap().len(), 2, "{w}");
+    let offset = w[1]["clock_offset_ms"].as_i64().unwrap();
+    assert!((1900..=2100).contains(&offset), "measured offset {offset} ms");
+    assert!(w[0]["clock_offset_ms"].as_i64().unwrap().abs() < 50, "{w}");
+    assert!(
+        w[0]["problem"].is_null() && w[0]["acked"].as_u64().unwrap() > 0,
+        "the good worker's figures are kept: {w}"
+    );
+}
+
+/// The same ladder, in one process and on hand-started workers, for a
+/// target of each transport: both pass with stored == acked and the same
+/// readings acknowledged.
+fn same_as_one_process(extra: &[&str], workers: usize) {
+    let ws: Vec<HandWorker> = (0..workers as u32).map(|i| hand_worker(i, &[])).collect();
+    let one = run_ladder(extra);
+    let mut with = extra.to_vec();
+    let list = urls(&ws);
+    with.extend(["--workers", &list]);
+    let dist = run_ladder(&with);
+    let (a, b) = (one.result(), dist.result());
+    for (run, r) in [(&one, &a), (&dist, &b)] {
+        for s in r["steps"].as_array().unwrap() {
+            assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+            assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"], "{}", s["ingest"]);
+        }
+    }
+    for (x, y) in a["steps"].as_array().unwrap().iter().zip(b["steps"].as_array().unwrap()) {
+        assert_eq!(x["generator"]["scheduled"], y["generator"]["scheduled"]);
+        assert_eq!(x["generator"]["acked"], y["generator"]["acked"], "every scheduled reading acknowledged in both");
+        let ws = y["workers"].as_array().unwrap();
+        assert_eq!(ws.len(), workers);
+        let sum: u64 = ws.iter().map(|w| w["acked"].as_u64().unwrap()).sum();
+        assert_eq!(sum, y["generator"]["acked"].as_u64().unwrap(), "the total is the workers' sum: {ws:?}");
+        assert!(ws.iter().all(|w| w["acked"].as_u64().unwrap() > 0), "every worker offered its share: {ws:?}");
+    }
+}
+
+#[test]
+fn jetstream_runs_distributed_as_in_one_process() {
+    same_as_one_process(
+        &["--target", "nats-jetstream", "--steps", "1k", "--interval", "5s", "--soak", "6s", "--probes", "none"],
+        2,
+    );
+}
+
+#[test]
+fn http_runs_distributed_as_in_one_process() {
+    same_as_one_process(&["--target", "haxall", "--steps", "1k", "--interval", "5s", "--soak", "6s"], 2);
+}
+
+/// A single-node swarm on the test engine: made if the engine is in none,
+/// left (with everything in it) when done; an engine already in a swarm is
+/// left as it was.
+struct Swarm {
+    made: bool,
+}
+
+impl Swarm {
+    fn join() -> Swarm {
+        let state = Command::new("docker").args(["info", "--format", "{{.Swarm.LocalNodeState}}"]).output().unwrap();
+        let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
+        if state == "active" {
+            return Swarm { made: false };
+        }
+        let out = Command::new("docker").args(["swarm", "init", "--advertise-addr", "127.0.0.1"]).output().unwrap();
+        assert!(out.status.success(), "docker swarm init: {}", stderr(&out));
+        Swarm { made: true }
+    }
+}
+
+impl Drop for Swarm {
+    fn drop(&mut self) {
+        if self.made {
+            let _ = Command::new("docker").args(["swarm", "leave", "--force"]).output();
+        }
+    }
+}
+
+/// Worker services of ours still on the engine.
+fn our_services() -> Vec<String> {
+    let o = Command::new("docker")
+        .args(["service", "ls", "--filter", "label=scalebench.run", "--format", "{{.Name}}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
+}
+
+/// Three consecutive free ports for the workers, below the range the
+/// tests' stacks take theirs from.
+fn worker_ports() -> u16 {
+    let seed = std::process::id() as u16 % 200;
+    for k in 0..200u16 {
+        let p = 20_100 + ((seed + k * 7) % 200) * 4;
+        if (0..3).all(|i| local_stack::guard::port_free(p + i).is_ok()) {
+            return p;
+        }
+    }
+    panic!("no three free ports in 20100-20900");
+}
+
+/// A ladder run whose stderr is watched as it goes: `on` is called with
+/// the child and each line.
+fn run_watched(args: &[String], mut on: impl FnMut(&Child, &str)) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(String::new()));
+    let err = child.stderr.take().unwrap();
+    for line in BufReader::new(err).lines() {
+        let line = line.unwrap();
+        lines.lock().unwrap().push_str(&format!("{line}\n"));
+        on(&child, &line);
+    }
+    let status = child.wait().unwrap();
+    let all = lines.lock().unwrap().clone();
+    (status, all)
+}
+
+#[test]
+fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is_named() {
+    crate::docker::images();
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _swarm = Swarm::join();
+    let base = ["--steps", "1k,2.5k", "--interval", "5s", "--soak", "8s", "--probes", "none"];
+
+    // 3 workers against the local stack, and the same ladder in one process.
+    let dir = tempfile::tempdir().unwrap();
+    let port = worker_ports().to_string();
+    let mut with = base.to_vec();
+    with.extend(["--workers", "3", "--worker-cpus", "0.5", "--worker-memory", "512m", "--worker-port", &port]);
+    let out = Command::new(bin())
+        .args(ladder_args(dir.path(), &with))
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert!(our_services().is_empty(), "the service is removed after the run: {:?}", our_services());
+    let dist = crate::ladder::Run { out, dir };
+    drop(_one);
+    let one = run_ladder(&base);
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (a, b) = (one.result(), dist.result());
+    assert!(stderr(&dist.out).contains("workers: 3 ready"), "{}", stderr(&dist.out));
+    for (x, y) in a["steps"].as_array().unwrap().iter().zip(b["steps"].as_array().unwrap()) {
+        assert_eq!(y["status"], "pass", "{}\n{}", reasons(y), stderr(&dist.out));
+        assert_eq!(x["status"], "pass", "{}", reasons(x));
+        assert_eq!(y["ingest"]["stored"], y["ingest"]["acked"], "{}", y["ingest"]);
+        assert_eq!(y["workers"].as_array().unwrap().len(), 3, "the result names 3 workers: {}", y["workers"]);
+        assert_eq!(x["generator"]["acked"], y["generator"]["acked"]);
+        // Acked per wall-clock second of the soak: the same rate second by
+        // second (within a tenth, plus a slot of readings either way).
+        let per_second = |s: &serde_json::Value| -> Vec<u64> {
+            let from = s["series"]["soak_from_s"].as_f64().unwrap().ceil() as usize;
+            let to = s["series"]["load_end_s"].as_f64().unwrap().floor() as usize;
+            s["series"]["acked"].as_array().unwrap()[from..to].iter().map(|v| v.as_u64().unwrap()).collect()
+        };
+        let (px, py) = (per_second(x), per_second(y));
+        let target = x["target_rps"].as_f64().unwrap();
+        assert_eq!(px.len(), py.len(), "{px:?} {py:?}");
+        for (p, q) in px.iter().zip(&py) {
+            assert!((*p as f64 - *q as f64).abs() <= target * 0.1 + 5.0, "one process {px:?}, 3 workers {py:?}");
+            assert!((*q as f64 - target).abs() <= target * 0.1 + 5.0, "3 workers {py:?} vs target {target}");
+        }
+    }
+
+    // A worker killed mid-soak: the step is inconclusive and names it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut with = base.to_vec();
+    with.extend(["--steps", "1k", "--soak", "16s", "--workers", "3", "--worker-cpus", "0.5", "--worker-port", &port]);
+    let mut service = String::new();
+    let mut killed = false;
+    let (_, err) = run_watched(&ladder_args(dir.path(), &with), |_, line| {
+        if let Some(rest) = line.strip_prefix("workers: Swarm service ") {
+            service = rest.split_whitespace().next().unwrap().to_string();
+        }
+        if !killed && line.contains("phase: soak") {
+            let o = Command::new("docker")
+                .args([
+                    "ps",
+                    "--filter",
+                    &format!("label=com.docker.swarm.service.name={service}"),
+                    "--format",
+                    "{{.ID}} {{.Label \"com.docker.swarm.task.name\"}}",
+                ])
+                .output()
+                .unwrap();
+            let list = String::from_utf8_lossy(&o.stdout).to_string();
+            let id = list
+                .lines()
+                .find(|l| l.contains(&format!("{service}.2.")))
+                .unwrap_or_else(|| panic!("no task 2 in {list}"))
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_string();
+            let k = Command::new("docker").args(["kill", &id]).output().unwrap();
+            assert!(k.status.success(), "docker kill: {}", stderr(&k));
+            killed = true;
+        }
+    });
+    assert!(killed, "{err}");
+    let r = crate::ladder::Run { out: Command::new("true").output().unwrap(), dir }.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "inconclusive", "{}\n{err}", reasons(s));
+    let first = s["reasons"][0].as_str().unwrap();
+    assert!(first.contains("worker 2 of 3") && first.contains("lost mid-step"), "{first}");
+    let w = s["workers"].as_array().unwrap();
+    assert!(w[1]["problem"].as_str().unwrap().contains("lost"), "{w:?}");
+    assert!(w[0]["problem"].is_null() && w[2]["problem"].is_null(), "{w:?}");
+    assert!(
+        w[0]["acked"].as_u64().unwrap() > 0 && w[2]["acked"].as_u64().unwrap() > 0,
+        "the others' figures kept: {w:?}"
+    );
+    assert!(our_services().is_empty(), "{:?}", our_services());
+
+    // Ctrl-C mid-soak: the run ends, keeps what it measured, and leaves no service.
+    let dir = tempfile::tempdir().unwrap();
+    let mut with = base.to_vec();
+    with.extend(["--steps", "1k", "--soak", "60s", "--workers", "2", "--worker-cpus", "0.5", "--worker-port", &port]);
+    let t = Instant::now();
+    let mut sent = false;
+    let (_, err) = run_watched(&ladder_args(dir.path(), &with), |child, line| {
+        if !sent && line.contains("phase: soak") {
+            std::thread::sleep(Duration::from_secs(2));
+            let k = Command::new("kill").args(["-INT", &child.id().to_string()]).output().unwrap();
+            assert!(k.status.success());
+            sent = true;
+        }
+    });
+    assert!(sent, "{err}");
+    assert!(t.elapsed() < Duration::from_secs(60), "Ctrl-C ends the run early: {err}");
+    assert!(err.contains("removed the Swarm service"), "{err}");
+    assert!(our_services().is_empty(), "Ctrl-C leaves no service behind: {:?}", our_services());
+    let r = crate::ladder::Run { out: Command::new("true").output().unwrap(), dir }.result();
+    assert_eq!(step0(&r)["status"], "interrupted", "{err}");
+}
