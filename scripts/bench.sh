@@ -22,6 +22,7 @@ case "$mode" in
     http=()
     prefill=(--points 20k)
     stacks=(--steps 1k --warmup 5s --soak 15s)
+    workers=()
     ;;
   smoke)
     gen=(--tags 200 --samples 50)
@@ -30,6 +31,7 @@ case "$mode" in
     http=(--points 200 --messages 300 --batch 20)
     prefill=(--points 500 --days 0.25)
     stacks=(--steps 200 --warmup 1s --soak 3s)
+    workers=(--workers 2 --points 2k --interval 1s --seconds 3 --cpus 0.2)
     ;;
   *) echo "usage: scripts/bench.sh [short|smoke]" >&2; exit 2 ;;
 esac
@@ -51,11 +53,20 @@ run "bench prefill" bench prefill "${prefill[@]}"
 ./scripts/dockerd.sh start >/dev/null
 ./scripts/docker-images.sh "$BIN" >&2
 run "bench stacks" bench stacks "${stacks[@]}"
+# Workers run as a Swarm service: a single-node swarm on this engine if it
+# is in none, left again afterwards.
+made_swarm=0
+if [ "$(docker info --format '{{.Swarm.LocalNodeState}}')" != active ]; then
+  docker swarm init --advertise-addr 127.0.0.1 >/dev/null
+  made_swarm=1
+fi
+trap '[ "$made_swarm" = 1 ] && docker swarm leave --force >/dev/null' EXIT
+run "bench workers" bench workers "${workers[@]}"
 
 # Every benchmark left a whole record with finite figures.
 python3 - "$dir" <<'PY'
 import json, math, sys, pathlib
-names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks"]
+names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks", "bench-workers"]
 bad = []
 for n in names:
     p = pathlib.Path(sys.argv[1]) / f"{n}.json"

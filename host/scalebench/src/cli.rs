@@ -222,6 +222,38 @@ pub enum BenchCommand {
     /// posting the same bodies with the same concurrency, against the local
     /// Haystack test server.
     Http(HttpBenchArgs),
+    /// Distributed runs: aggregate acknowledged readings/s of 1, 2, … N
+    /// workers (a Docker Swarm service, each worker capped to the same CPU
+    /// share) against one bare mosquitto, beside N × one worker.
+    Workers(WorkersBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkersBenchArgs {
+    /// Most workers (the benchmark runs 1, 2, … this many).
+    #[arg(long, default_value_t = 3)]
+    pub workers: u32,
+    /// CPU cap of each worker (CPUs): small enough that N workers at
+    /// their cap stay below what one mosquitto acknowledges.
+    #[arg(long, default_value_t = 0.03)]
+    pub cpus: f64,
+    /// Points offered, every --interval: more than the workers can offer,
+    /// so each runs at its cap.
+    #[arg(long, default_value = "60k", value_parser = crate::units::parse_points)]
+    pub points: u64,
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Seconds of load per arm (the first 2 are warm-up, not counted).
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// First port of the workers.
+    #[arg(long, default_value_t = 27300)]
+    pub port: u16,
+    /// The worker image (scripts/docker-images.sh builds it).
+    #[arg(long, default_value = "scale-worker:bookworm")]
+    pub image: String,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 /// Where a benchmark writes its figures ([`crate::bench_record`]).

@@ -81,8 +81,18 @@ fn same_as_one_process(extra: &[&str], workers: usize) {
     let one = run_ladder(extra);
     let mut with = extra.to_vec();
     let list = urls(&ws);
-    with.extend(["--workers", &list]);
+    with.extend(["--workers", &list, "--report"]);
     let dist = run_ladder(&with);
+    // The report shows each worker's figures beside the total.
+    let reports = dist.dir.path().join("results");
+    let md = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("report.md"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no report in {}: {}", reports.display(), stderr(&dist.out)));
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("| Worker | Scheduled | Offered | Acked |"), "{md}");
+    assert!(md.contains(&format!("| 2 ({}) |", ws[1].url)) && md.contains("| total |"), "{md}");
     let (a, b) = (one.result(), dist.result());
     for (run, r) in [(&one, &a), (&dist, &b)] {
         for s in r["steps"].as_array().unwrap() {

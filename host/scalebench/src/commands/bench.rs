@@ -24,10 +24,10 @@ use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive};
 use crate::transport::mqtt::{MqttConfig, MqttTransport};
 use crate::transport::Transport as _;
 
-struct Mosquitto {
+pub(crate) struct Mosquitto {
     child: Child,
     _dir: tempfile::TempDir,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Mosquitto {
@@ -37,7 +37,7 @@ impl Drop for Mosquitto {
     }
 }
 
-fn start_mosquitto() -> anyhow::Result<Mosquitto> {
+pub(crate) fn start_mosquitto() -> anyhow::Result<Mosquitto> {
     let port = local_stack::guard::pick_free_ports(1)?[0];
     let dir = tempfile::tempdir()?;
     let conf = dir.path().join("mosquitto.conf");

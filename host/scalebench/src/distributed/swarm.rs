@@ -176,15 +176,36 @@ impl Service {
         }
     }
 
-    /// Remove the service (its tasks stop with it).
+    /// Remove the service and wait (up to 30 s) until its containers are
+    /// gone, so their ports are free again.
     pub async fn remove(&self) {
-        match self.docker.delete_service(&self.name).await {
-            Ok(()) => eprintln!("workers: removed the Swarm service {}", self.name),
-            Err(e) => eprintln!(
+        if let Err(e) = self.docker.delete_service(&self.name).await {
+            eprintln!(
                 "workers: could not remove the Swarm service {}: {e} (remove it with `docker service rm {}`)",
                 self.name, self.name
-            ),
+            );
+            return;
         }
+        let filters =
+            HashMap::from([("label".to_string(), vec![format!("com.docker.swarm.service.name={}", self.name)])]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let left = self
+                .docker
+                .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+                    all: true,
+                    filters: Some(filters.clone()),
+                    ..Default::default()
+                }))
+                .await
+                .map(|c| c.len())
+                .unwrap_or(0);
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        eprintln!("workers: removed the Swarm service {}", self.name);
     }
 }
 

@@ -215,7 +215,12 @@ fn open_plugins(limits: &PluginLimits, req: &wire::Init) -> anyhow::Result<Opene
     let target_plugin = rt.load_bytes(&req.target.name, &target_bytes)?;
     let mut model = ValueModel::instantiate(&rt, &model_plugin)?;
     model.configure(&req.model_params).map_err(crate::catalog::user_error)?;
-    let services = Arc::new(StackServices::new(Default::default(), Default::default())?);
+    // The SQL and HTTP services a plugin may ask for: the coordinator's
+    // (an adapter may read what the SUT holds while it learns the points).
+    let by_kind = |k: &str| -> std::collections::BTreeMap<String, String> {
+        req.services.iter().filter(|s| s.kind == k).map(|s| (s.name.clone(), s.address.clone())).collect()
+    };
+    let services = Arc::new(StackServices::new(by_kind("postgres"), by_kind("http"))?);
     let mut adapter = TargetAdapter::instantiate(&rt, &target_plugin, Scoped::shared(&services, "encoder"))?;
     let plan = adapter.configure(&req.target_params).map_err(crate::catalog::user_error)?;
     let rules: Option<Arc<dyn crate::transport::http::IngestRules>> = match plan.transport {

@@ -10,6 +10,47 @@ use crate::latency::Quantiles;
 use crate::results::StepResult;
 
 /// Columns of the ack latency table.
+/// The per-worker table of a distributed step.
+pub const WORKER_HEADER: [&str; 8] =
+    ["Worker", "Scheduled", "Offered", "Acked", "CPU s", "Behind max", "Clock offset", "Problem"];
+
+/// One row per worker of a distributed step, then the total; None for a
+/// one-process step.
+pub fn worker_rows(step: &StepResult) -> Option<Vec<Vec<String>>> {
+    if step.workers.is_empty() {
+        return None;
+    }
+    let nm = || "n/m".to_string();
+    let mut rows: Vec<Vec<String>> = step
+        .workers
+        .iter()
+        .map(|w| {
+            vec![
+                format!("{} ({})", w.worker, w.url),
+                thousands(w.scheduled),
+                thousands(w.offered),
+                thousands(w.acked),
+                w.cpu_s.map_or_else(nm, |c| format!("{c:.1}")),
+                w.behind_schedule_max_s.map_or_else(nm, |b| format!("{b:.2} s")),
+                w.clock_offset_ms.map_or_else(nm, |o| format!("{o} ms (±{} ms)", w.clock_rtt_ms.unwrap_or(0) / 2 + 1)),
+                w.problem.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let g = &step.generator;
+    rows.push(vec![
+        "total".into(),
+        thousands(g.scheduled),
+        thousands(g.offered),
+        thousands(g.acked),
+        format!("{:.1}", g.cpu_s),
+        format!("{:.2} s", g.behind_schedule_max_s),
+        "-".into(),
+        "-".into(),
+    ]);
+    Some(rows)
+}
+
 pub const LATENCY_HEADER: [&str; 7] = ["Ack latency", "Acks", "p50", "p90", "p99", "p99.9", "max"];
 
 fn row(name: &str, q: &Quantiles) -> Vec<String> {
