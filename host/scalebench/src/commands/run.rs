@@ -373,7 +373,7 @@ fn parse_workers(w: &crate::cli::WorkerFlags, run_id: &str) -> anyhow::Result<Op
         if n == 0 {
             return Err(usage("--workers 0: give a number of workers (1 or more), or their URLs".to_string()));
         }
-        if !(w.worker_cpus > 0.0) {
+        if w.worker_cpus.is_nan() || w.worker_cpus <= 0.0 {
             return Err(usage(format!("--worker-cpus {}: give a number of CPUs above 0, e.g. 0.5", w.worker_cpus)));
         }
         let memory_bytes =

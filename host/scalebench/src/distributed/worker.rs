@@ -114,8 +114,8 @@ fn json<T: serde::Serialize>(v: &T) -> Response {
         .into_response()
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    serde_json::from_slice(body).map_err(|e| fail(StatusCode::BAD_REQUEST, format!("bad request body: {e}")))
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("bad request body: {e}"))
 }
 
 impl Worker {
@@ -141,7 +141,7 @@ async fn init(w: Arc<Worker>, body: Bytes) -> Response {
     w.touch();
     let req: wire::Init = match parse(&body) {
         Ok(r) => r,
-        Err(e) => return e,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
     if let Some(l) = w.loaded.lock().unwrap().take() {
         if let Some(t) = l.transport {
@@ -238,7 +238,7 @@ async fn prepare(w: Arc<Worker>, body: Bytes) -> Response {
     w.touch();
     let req: wire::Prepare = match parse(&body) {
         Ok(r) => r,
-        Err(e) => return e,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
     let Some(mut l) = w.loaded.lock().unwrap().take() else {
         return fail(StatusCode::CONFLICT, "prepare before init");
@@ -290,7 +290,7 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
     w.touch();
     let req: wire::Start = match parse(&body) {
         Ok(r) => r,
-        Err(e) => return e,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
     let mut guard = w.loaded.lock().unwrap();
     let Some(l) = guard.as_mut() else {
