@@ -207,7 +207,18 @@ fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is
     let dir = tempfile::tempdir().unwrap();
     let port = worker_ports().to_string();
     let mut with = base.to_vec();
-    with.extend(["--workers", "3", "--engine", "swarm", "--worker-cpus", "0.5", "--worker-memory", "512m", "--worker-port", &port]);
+    with.extend([
+        "--workers",
+        "3",
+        "--engine",
+        "swarm",
+        "--worker-cpus",
+        "0.5",
+        "--worker-memory",
+        "512m",
+        "--worker-port",
+        &port,
+    ]);
     let out = Command::new(bin())
         .args(ladder_args(dir.path(), &with))
         .env("SCALEBENCH_CACHE_DIR", cache_dir())
