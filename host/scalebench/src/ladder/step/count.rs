@@ -65,7 +65,12 @@ pub(super) fn ack_latency(counts: &AckCounts, soak_from_ms: i64) -> AckLatency {
             // Total when no connection had any answer in the silence's whole
             // seconds; a silence shorter than that holds no whole second (and
             // an empty range, start past end, is not a range a map can take).
-            let inner = (sil.from_ms.div_euclid(1000) + 1)..sil.to_ms.div_euclid(1000);
+            // A reader that fell behind (a busy host) counts answers that
+            // reached its socket just before the silence a second late: in a
+            // silence of 3 whole seconds or more, the first is not looked at.
+            let (first, end) = (sil.from_ms.div_euclid(1000) + 1, sil.to_ms.div_euclid(1000));
+            let first = if end - first >= 3 { first + 1 } else { first };
+            let inner = first..end;
             a.silence_total = !inner.is_empty()
                 && counts.acked_by_arrival_second.range(inner.clone()).all(|(_, n)| *n == 0)
                 && counts.refused_by_arrival_second.range(inner).all(|(_, n)| *n == 0);
