@@ -137,37 +137,30 @@ fn render_run(run: &RunReport, heading: bool, h: &mut String) {
     h.push_str("</section>\n");
 }
 
+/// A table of class `class`: `header`, then `rows` (first column text).
+fn table(class: &str, header: &[&str], rows: Vec<Vec<String>>, h: &mut String) {
+    let _ = write!(h, "<table class=\"{class}\">\n<tr>");
+    for (i, c) in header.iter().enumerate() {
+        let _ = write!(h, "<th{}>{}</th>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
+    }
+    h.push_str("</tr>\n");
+    for row in rows {
+        h.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let _ = write!(h, "<td{}>{}</td>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+}
+
 /// The step's ack latency quantiles, silence, outcomes and canaries.
 fn step_facts(step: &StepResult, h: &mut String) {
     if let Some(rows) = super::step_facts::worker_rows(step) {
-        h.push_str("<table class=\"workers\">\n<tr>");
-        for (i, c) in super::step_facts::WORKER_HEADER.iter().enumerate() {
-            let _ = write!(h, "<th{}>{}</th>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
-        }
-        h.push_str("</tr>\n");
-        for row in rows {
-            h.push_str("<tr>");
-            for (i, c) in row.iter().enumerate() {
-                let _ = write!(h, "<td{}>{}</td>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
-            }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</table>\n");
+        table("workers", &super::step_facts::WORKER_HEADER, rows, h);
     }
     if let Some(rows) = super::step_facts::latency_rows(step) {
-        h.push_str("<table class=\"latency\">\n<tr>");
-        for (i, c) in super::step_facts::LATENCY_HEADER.iter().enumerate() {
-            let _ = write!(h, "<th{}>{}</th>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
-        }
-        h.push_str("</tr>\n");
-        for row in rows {
-            h.push_str("<tr>");
-            for (i, c) in row.iter().enumerate() {
-                let _ = write!(h, "<td{}>{}</td>", if i == 0 { " class=\"text\"" } else { "" }, escape(c));
-            }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</table>\n");
+        table("latency", &super::step_facts::LATENCY_HEADER, rows, h);
     }
     h.push_str("<ul class=\"facts\">\n");
     for line in super::step_facts::lines(step) {

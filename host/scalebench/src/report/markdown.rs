@@ -74,22 +74,21 @@ pub fn render(report: &Report) -> String {
 }
 
 /// The step's ack latency quantiles, silence, outcomes and canaries.
+/// A Markdown table of `rows` under `header`.
+fn table(header: &[&str], rows: Vec<Vec<String>>, m: &mut String) {
+    let _ = writeln!(m, "| {} |\n|{}", header.join(" | "), "---|".repeat(header.len()));
+    for row in rows {
+        let _ = writeln!(m, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+    }
+    m.push('\n');
+}
+
 fn step_facts(step: &StepResult, m: &mut String) {
     if let Some(rows) = super::step_facts::worker_rows(step) {
-        let header = super::step_facts::WORKER_HEADER;
-        let _ = writeln!(m, "| {} |\n|{}", header.join(" | "), "---|".repeat(header.len()));
-        for row in rows {
-            let _ = writeln!(m, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
-        }
-        m.push('\n');
+        table(&super::step_facts::WORKER_HEADER, rows, m);
     }
     if let Some(rows) = super::step_facts::latency_rows(step) {
-        let header = super::step_facts::LATENCY_HEADER;
-        let _ = writeln!(m, "| {} |\n|{}", header.join(" | "), "---|".repeat(header.len()));
-        for row in rows {
-            let _ = writeln!(m, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
-        }
-        m.push('\n');
+        table(&super::step_facts::LATENCY_HEADER, rows, m);
     }
     for line in super::step_facts::lines(step) {
         let _ = writeln!(m, "{line}\n");
