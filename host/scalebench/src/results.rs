@@ -131,6 +131,19 @@ pub struct StepResult {
     /// them); empty for a one-process run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerFigures>,
+    /// Calibration faults (`--kill`, `--freeze`) as they were injected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<InjectedFault>,
+}
+
+/// A calibration fault the step injected, and when.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct InjectedFault {
+    pub service: String,
+    /// "kill", "freeze" or "thaw".
+    pub action: String,
+    /// Seconds from the schedule's first second (what `--kill SERVICE:AFTER` counts from).
+    pub at_load_s: f64,
 }
 
 /// One worker of a distributed step.

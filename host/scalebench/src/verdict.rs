@@ -302,6 +302,7 @@ mod tests {
             series: Default::default(),
             canaries: vec![],
             workers: vec![],
+            faults: vec![],
         }
     }
 

@@ -65,8 +65,16 @@ fn a_20s_freeze_fails_with_the_same_reason_at_any_window() {
         assert!(lead.starts_with("stall: the SUT acknowledged nothing for "), "{window:?}: {why}");
         let silent = s["ack_latency"]["longest_silence_s"].as_f64().unwrap();
         assert!((18.0..23.0).contains(&silent), "{window:?}: silent {silent} s for a 20 s freeze: {why}");
+        // Injected when asked (32 s of load), and the silence is the freeze's.
+        let froze = s["faults"].as_array().and_then(|f| f.iter().find(|f| f["action"] == "freeze"));
+        let froze = froze.and_then(|f| f["at_load_s"].as_f64()).unwrap_or_else(|| panic!("{}", s["faults"]));
+        assert!((32.0..33.0).contains(&froze), "{window:?}: the freeze due at 32 s of load came at {froze} s");
         let from = s["ack_latency"]["silence_from_soak_s"].as_f64().unwrap();
         assert!((28.0..32.0).contains(&from), "{window:?}: the silence began {from} s into the soak");
+        assert!(
+            (from - (froze - 2.0)).abs() < 1.5,
+            "{window:?}: silence from {from} s of the soak, freeze at {froze} s of load"
+        );
         let p99 = s["ack_latency"]["intended"]["p99_s"].as_f64().unwrap();
         assert!(p99 > 15.0, "{window:?}: intended-time p99 {p99} s with a third of the soak frozen");
         assert!(why.contains("behind schedule: ack latency p99"), "{window:?}: {why}");

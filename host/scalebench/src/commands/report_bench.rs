@@ -180,6 +180,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                     })
                     .collect(),
                 workers: Vec::new(),
+                faults: Vec::new(),
             }
         })
         .collect();

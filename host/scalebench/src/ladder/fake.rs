@@ -50,6 +50,9 @@ pub struct Sut {
     pub refuse_every: Option<u64>,
     /// Stored counts cannot be read (a metric hidden from scalebench).
     pub hide_stored: bool,
+    /// The storage's write counter answers this late (a database busy
+    /// under load can take seconds to count).
+    pub slow_count: Option<Duration>,
     pub next_free: Mutex<Option<Instant>>,
     pub reading_msgs: AtomicU64,
     /// Readings acknowledged and thrown away, and readings refused.
@@ -289,7 +292,12 @@ impl StoredCount for FakeCount {
         })
     }
     fn rows_written(&self) -> BoxFuture<'_, Option<(f64, String)>> {
-        Box::pin(async move { Some((self.0.store.lock().unwrap().rows as f64, "the fake store's row counter".into())) })
+        Box::pin(async move {
+            if let Some(d) = self.0.slow_count {
+                tokio::time::sleep(d).await;
+            }
+            Some((self.0.store.lock().unwrap().rows as f64, "the fake store's row counter".into()))
+        })
     }
     fn settles(&self) -> bool {
         false

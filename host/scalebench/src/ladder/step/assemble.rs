@@ -150,6 +150,7 @@ pub(super) async fn assemble(
         series: c.series,
         canaries,
         workers: Vec::new(),
+        faults: std::mem::take(&mut o.faults),
     };
     let mut ctx = verdict::Context {
         interrupted: o.interrupted,

@@ -56,6 +56,27 @@ async fn a_6s_freeze_fails_as_a_stall_with_the_same_reason_at_any_window() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freeze_is_injected_on_time_while_a_slow_count_holds_the_sample() {
+    // The storage takes 1.8 s to count (below the sample's 2 s limit), and
+    // the step samples every second: the freeze due at 2 s of load must not
+    // wait for the sample.
+    let sut = Arc::new(Sut { slow_count: Some(Duration::from_millis(1_800)), ..Sut::new() });
+    let faults = vec![Fault {
+        service: BROKER.into(),
+        after: Duration::from_millis(2_300),
+        kind: FaultKind::Freeze(Duration::from_secs(3)),
+    }];
+    let step = run_step(sut, Setup { soak: Duration::from_secs(6), faults, ..Setup::default() }).await;
+    let at = |action: &str| step.faults.iter().find(|f| f.action == action).map(|f| f.at_load_s);
+    let (froze, thawed) = (at("freeze").expect("freeze recorded"), at("thaw").expect("thaw recorded"));
+    assert!((2.3..2.6).contains(&froze), "the freeze due at 2.3 s of load came at {froze} s: {:?}", step.faults);
+    assert!((5.3..5.6).contains(&thawed), "the thaw due at 5.3 s of load came at {thawed} s: {:?}", step.faults);
+    // The silence is the freeze's, from when it was injected (the soak starts at 1 s of load).
+    let from = step.ack_latency.silence_from_soak_s.unwrap();
+    assert!((from - (froze - 1.0)).abs() < 0.5, "silence from {from} s of the soak, freeze at {froze} s of load");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_throttled_to_half_the_rate_fails_as_pushback_and_loses_nothing() {
     let sut = Arc::new(Sut { rate_limit: Some(1_000.0), ..Sut::new() });
     let step = run_step(sut.clone(), Setup::default()).await;

@@ -43,6 +43,7 @@ use crate::verdict;
 mod assemble;
 mod count;
 mod drain;
+mod faults;
 #[cfg(test)]
 mod honesty;
 mod offer;

@@ -1,6 +1,7 @@
 //! Phase 2: the producer offers readings for the warm-up and soak while the
 //! step samples, supervises, injects calibration faults and times probes.
 
+use super::faults::FaultClock;
 use super::*;
 
 /// What the offer phase measured.
@@ -30,6 +31,8 @@ pub(super) struct Offered {
     pub(super) frozen: Vec<String>,
     /// When the producer returned (the load's end).
     pub(super) load_ended: Instant,
+    /// Calibration faults as they were injected.
+    pub(super) faults: Vec<InjectedFault>,
 }
 
 pub(super) fn disk_check(
@@ -144,7 +147,10 @@ pub(super) async fn offer(
 
     let sys_before = env.sys.map(|s| s.snapshot()).unwrap_or_default();
     let cpu_before = hardware::self_cpu_seconds();
-    let load_started = Instant::now();
+    // The schedule's first second (the producer waits for it): faults,
+    // phases and probes count from there.
+    let load_started = Instant::now()
+        + Duration::from_millis(spec.start_ms.map_or(0, |ms| (ms - crate::clock::now_ms()).max(0) as u64));
     let warmup_end = load_started + cfg.warmup;
     let load_end = load_started + cfg.warmup + cfg.soak;
     let probe_at = warmup_end + cfg.soak / 2;
@@ -185,6 +191,7 @@ pub(super) async fn offer(
         interrupted: false,
         frozen: Vec::new(),
         load_ended: Instant::now(),
+        faults: Vec::new(),
     };
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
     let probes_until = Arc::new(AtomicBool::new(false));
@@ -202,10 +209,7 @@ pub(super) async fn offer(
     );
     let mut last_written: Option<(Instant, f64)> = None;
     let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
-    // Faults to inject: (when, service, kind); frozen services to thaw.
-    let mut faults: Vec<(Instant, String, FaultKind)> =
-        cfg.faults.iter().map(|f| (load_started + f.after, f.service.clone(), f.kind)).collect();
-    let mut thaw: Vec<(Instant, String)> = Vec::new();
+    let mut faults = FaultClock::new(&cfg.faults, load_started);
 
     while !producer.is_finished() {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -218,7 +222,7 @@ pub(super) async fn offer(
         for event in env.stack.supervise().await {
             env.progress.println(&format!("  stack: {event}"));
         }
-        inject_faults(env.stack, now, &mut faults, &mut thaw, &mut o.unmeasured);
+        faults.tick(env.stack);
         if phase == Phase::WarmUp && now >= warmup_end {
             phase = Phase::Soak;
             env.progress.phase(
@@ -232,7 +236,7 @@ pub(super) async fn offer(
         }
         if o.soak_proc_start.is_none() && now >= warmup_end {
             o.soak_proc_start = Some(env.stack.sample_processes());
-            o.written_at_soak_start = sample_written(session).await.map(|(n, src)| {
+            o.written_at_soak_start = faults.during(env.stack, sample_written(session)).await.map(|(n, src)| {
                 o.written_source = Some(src);
                 (Instant::now(), n)
             });
@@ -302,7 +306,8 @@ pub(super) async fn offer(
             } else {
                 let rt =
                     tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()));
-                tokio::time::timeout(SAMPLE_WAIT, rt).await.ok().and_then(|r| r.ok()).flatten()
+                let rt = tokio::time::timeout(SAMPLE_WAIT, rt);
+                faults.during(env.stack, rt).await.ok().and_then(|r| r.ok()).flatten()
             };
             let lag_s = match transport.canary_acks() {
                 Some(acks) => {
@@ -312,7 +317,7 @@ pub(super) async fn offer(
                 None => o.seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
             };
             // Stored rate since the last sample, from the storage's own write counter.
-            let written = sample_written(session).await.map(|(n, _)| (Instant::now(), n));
+            let written = faults.during(env.stack, sample_written(session)).await.map(|(n, _)| (Instant::now(), n));
             let stored_rps = match (last_written, written) {
                 (Some((t0, n0)), Some((t1, n1))) => Some((n1 - n0) / t1.duration_since(t0).as_secs_f64().max(1e-3)),
                 _ => None,
@@ -377,21 +382,12 @@ pub(super) async fn offer(
             step_stop.store(true, Ordering::Relaxed);
         }
     }
-    // A fault asked for but never injected leaves the crash test unmeasured.
-    for (at, service, kind) in faults {
-        o.unmeasured.push(format!(
-            "fault {} {service} at {} of load: never injected (the load ended after {})",
-            kind.verb(),
-            crate::format::seconds(at.saturating_duration_since(load_started).as_secs_f64()),
-            crate::format::seconds(load_started.elapsed().as_secs_f64())
-        ));
-    }
     // The load is over: probes still running no longer run under load.
     probes_until.store(true, Ordering::Relaxed);
-    // A service still frozen stays frozen through the drain (a broker that
-    // never comes back must end the step by the drain's deadlines) and is
-    // thawed when the step ends.
-    o.frozen = thaw.into_iter().map(|(_, s)| s).collect();
+    let (injected, unmeasured, frozen) = faults.finish();
+    o.faults = injected;
+    o.unmeasured.extend(unmeasured);
+    o.frozen = frozen;
     o.written_at_end = sample_written(session).await.map(|(n, _)| (Instant::now(), n));
     let (plugins_back, report) = producer.join().map_err(|_| anyhow::anyhow!("the producer thread panicked"))?;
     o.load_ended = Instant::now();
@@ -439,50 +435,4 @@ pub(super) fn generator_memory(session: &Session) -> BTreeMap<String, u64> {
         m.insert("probes".to_string(), x.memory_bytes());
     }
     m
-}
-
-/// Inject the calibration faults that are due; thaw frozen services on time.
-pub(super) fn inject_faults(
-    stack: &mut dyn StackDriver,
-    now: Instant,
-    faults: &mut Vec<(Instant, String, FaultKind)>,
-    thaw: &mut Vec<(Instant, String)>,
-    unmeasured: &mut Vec<String>,
-) {
-    let mut i = 0;
-    while i < faults.len() {
-        if now < faults[i].0 {
-            i += 1;
-            continue;
-        }
-        let (_, service, kind) = faults.remove(i);
-        match kind {
-            FaultKind::Kill => {
-                eprintln!("  fault: SIGKILL {service} (the stack's supervisor brings it back)");
-                if let Err(e) = stack.signal(&service, libc::SIGKILL) {
-                    eprintln!("  fault: {e}");
-                    unmeasured.push(format!("fault kill {service}: {e}"));
-                }
-            }
-            FaultKind::Freeze(d) => {
-                eprintln!("  fault: SIGSTOP {service} for {:.0} s", d.as_secs_f64());
-                match stack.signal(&service, libc::SIGSTOP) {
-                    Ok(()) => thaw.push((now + d, service)),
-                    Err(e) => {
-                        eprintln!("  fault: {e}");
-                        unmeasured.push(format!("fault freeze {service}: {e}"));
-                    }
-                }
-            }
-        }
-    }
-    thaw.retain(|(at, service)| {
-        if now >= *at {
-            eprintln!("  fault: SIGCONT {service}");
-            let _ = stack.signal(service, libc::SIGCONT);
-            false
-        } else {
-            true
-        }
-    });
 }

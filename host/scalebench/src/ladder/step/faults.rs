@@ -1,0 +1,121 @@
+//! Calibration faults of a step (`--kill`, `--freeze`): due at a time of
+//! load, injected on time even while the step's loop waits on a slow sample
+//! (a database under load can take seconds to answer a count), thawed on
+//! time, and recorded with the time they actually happened, so a verdict can
+//! be checked against what was done rather than what was asked.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::FaultKind;
+use crate::ladder::Fault;
+use crate::results::InjectedFault;
+use crate::stack::StackDriver;
+
+/// How often a slow wait looks at the clock for a fault that is due.
+const TICK: Duration = Duration::from_millis(50);
+
+pub(super) struct FaultClock {
+    /// The schedule's first second: what `--kill SERVICE:AFTER` counts from.
+    load_started: Instant,
+    pending: Vec<(Instant, String, FaultKind)>,
+    thaw: Vec<(Instant, String)>,
+    pub(super) injected: Vec<InjectedFault>,
+    pub(super) unmeasured: Vec<String>,
+}
+
+impl FaultClock {
+    pub(super) fn new(faults: &[Fault], load_started: Instant) -> Self {
+        FaultClock {
+            load_started,
+            pending: faults.iter().map(|f| (load_started + f.after, f.service.clone(), f.kind)).collect(),
+            thaw: Vec::new(),
+            injected: Vec::new(),
+            unmeasured: Vec::new(),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.pending.is_empty() && self.thaw.is_empty()
+    }
+
+    fn record(&mut self, service: &str, action: &str, ok: Result<(), String>) {
+        let at_load_s = Instant::now().saturating_duration_since(self.load_started).as_secs_f64();
+        match ok {
+            Ok(()) => {
+                self.injected.push(InjectedFault { service: service.to_string(), action: action.into(), at_load_s })
+            }
+            Err(e) => {
+                eprintln!("  fault: {e}");
+                self.unmeasured.push(format!("fault {action} {service}: {e}"));
+            }
+        }
+    }
+
+    /// Inject the faults that are due; thaw frozen services on time.
+    pub(super) fn tick(&mut self, stack: &mut dyn StackDriver) {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.pending.len() {
+            if now < self.pending[i].0 {
+                i += 1;
+                continue;
+            }
+            let (_, service, kind) = self.pending.remove(i);
+            match kind {
+                FaultKind::Kill => {
+                    eprintln!("  fault: SIGKILL {service} (the stack's supervisor brings it back)");
+                    let r = stack.signal(&service, libc::SIGKILL);
+                    self.record(&service, "kill", r);
+                }
+                FaultKind::Freeze(d) => {
+                    eprintln!("  fault: SIGSTOP {service} for {:.0} s", d.as_secs_f64());
+                    let r = stack.signal(&service, libc::SIGSTOP);
+                    if r.is_ok() {
+                        self.thaw.push((now + d, service.clone()));
+                    }
+                    self.record(&service, "freeze", r);
+                }
+            }
+        }
+        let due: Vec<String> = self.thaw.iter().filter(|(at, _)| now >= *at).map(|(_, s)| s.clone()).collect();
+        self.thaw.retain(|(at, _)| now < *at);
+        for service in due {
+            eprintln!("  fault: SIGCONT {service}");
+            let r = stack.signal(&service, libc::SIGCONT);
+            self.record(&service, "thaw", r);
+        }
+    }
+
+    /// Await `fut` while keeping the faults on time.
+    pub(super) async fn during<F: Future>(&mut self, stack: &mut dyn StackDriver, fut: F) -> F::Output {
+        tokio::pin!(fut);
+        loop {
+            if self.idle() {
+                return fut.await;
+            }
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = tokio::time::sleep(TICK) => self.tick(stack),
+            }
+        }
+    }
+
+    /// The load is over: faults never injected are unmeasured; services still
+    /// frozen stay frozen through the drain (a broker that never comes back
+    /// must end the step by the drain's deadlines) and are returned to be
+    /// thawed when the step ends.
+    pub(super) fn finish(mut self) -> (Vec<InjectedFault>, Vec<String>, Vec<String>) {
+        let ended = self.load_started.elapsed().as_secs_f64();
+        for (at, service, kind) in std::mem::take(&mut self.pending) {
+            self.unmeasured.push(format!(
+                "fault {} {service} at {} of load: never injected (the load ended after {})",
+                kind.verb(),
+                crate::format::seconds(at.saturating_duration_since(self.load_started).as_secs_f64()),
+                crate::format::seconds(ended)
+            ));
+        }
+        let frozen = self.thaw.into_iter().map(|(_, s)| s).collect();
+        (self.injected, self.unmeasured, frozen)
+    }
+}
