@@ -23,6 +23,7 @@ case "$mode" in
     prefill=(--points 20k)
     stacks=(--steps 1k --warmup 5s --soak 15s)
     workers=()
+    soak=(--duration 2m --every 15s --points 5k)
     ;;
   smoke)
     gen=(--tags 200 --samples 50)
@@ -32,6 +33,7 @@ case "$mode" in
     prefill=(--points 500 --days 0.25)
     stacks=(--steps 200 --warmup 1s --soak 3s)
     workers=(--workers 2 --points 2k --interval 1s --seconds 3 --cpus 0.2)
+    soak=(--duration 12s --every 3s --points 200)
     ;;
   *) echo "usage: scripts/bench.sh [short|smoke]" >&2; exit 2 ;;
 esac
@@ -50,6 +52,7 @@ run "bench generator" bench generator "${generator[@]}"
 run "bench nats" bench nats "${nats[@]}"
 run "bench http" bench http "${http[@]}"
 run "bench prefill" bench prefill "${prefill[@]}"
+run "bench soak" bench soak "${soak[@]}"
 ./scripts/dockerd.sh start >/dev/null
 ./scripts/docker-images.sh "$BIN" >&2
 run "bench stacks" bench stacks "${stacks[@]}"
@@ -66,7 +69,7 @@ run "bench workers" bench workers "${workers[@]}"
 # Every benchmark left a whole record with finite figures.
 python3 - "$dir" <<'PY'
 import json, math, sys, pathlib
-names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks", "bench-workers"]
+names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks", "bench-workers", "bench-soak"]
 bad = []
 for n in names:
     p = pathlib.Path(sys.argv[1]) / f"{n}.json"

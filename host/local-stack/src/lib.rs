@@ -99,7 +99,7 @@ use std::time::{Duration, Instant};
 pub use error::StackError;
 pub use health::ServiceHealth;
 pub use historian::{find_historian_bin, HistorianOptions};
-pub use process::{log_tail, pid_alive, ForeignProcess, ProcessSample};
+pub use process::{log_tail, pid_alive, tree_usage, ForeignProcess, ProcUsage, ProcessSample};
 pub use reference_historian::Stats as HistorianStats;
 
 use health::Tracker;

@@ -377,6 +377,56 @@ pub(crate) fn sample_group(service: Service, pgid: u32) -> ProcessSample {
     ProcessSample { service, pid: pgid, processes, cpu_seconds: ticks as f64 / tick, rss_bytes: rss, at }
 }
 
+/// CPU time and memory of one process of a tree (`tree_usage`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcUsage {
+    pub pid: u32,
+    /// The program's name: its first argument's last path part, up to a
+    /// colon (PostgreSQL's backends rename themselves "postgres: …"); a
+    /// program that runs a subcommand of itself is named with it
+    /// ("scalebench reference-historian").
+    pub name: String,
+    /// CPU seconds (user + system, and what it reaped from its children).
+    pub cpu_seconds: f64,
+    pub rss_bytes: u64,
+}
+
+/// Every live process of the tree under `root` (itself included).
+pub fn tree_usage(root: u32) -> Vec<ProcUsage> {
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    family(root)
+        .into_iter()
+        .filter_map(|(pid, _)| {
+            let stat = read_stat(pid)?;
+            Some(ProcUsage {
+                pid,
+                name: program_name(pid),
+                cpu_seconds: stat.ticks as f64 / tick,
+                rss_bytes: rss_bytes(pid),
+            })
+        })
+        .collect()
+}
+
+fn program_name(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let first = args.first().map(String::as_str).unwrap_or_default();
+    let first = first.split(':').next().unwrap_or_default().split_whitespace().next().unwrap_or_default();
+    let name = match first.rsplit('/').next().filter(|n| !n.is_empty()) {
+        Some(n) => n.to_string(),
+        None => return std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string(),
+    };
+    // A subcommand: a second argument that is a plain word, not a flag or a path.
+    match args
+        .get(1)
+        .filter(|a| !a.is_empty() && a.chars().all(|c| c.is_ascii_lowercase() || c == '-') && !a.starts_with('-'))
+    {
+        Some(sub) => format!("{name} {sub}"),
+        None => name,
+    }
+}
+
 /// Is a process with this pid alive (and not a zombie)?
 pub fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
@@ -417,5 +467,24 @@ impl ForeignProcess {
             }
         }
         Some((ticks as f64 / tick, rss))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_lists_every_descendant_by_its_program_name() {
+        let mut child =
+            std::process::Command::new("/bin/sh").args(["-c", "/bin/sleep 5 & exec /bin/sleep 5.5"]).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let tree = tree_usage(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        let names: Vec<&str> = tree.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["sleep", "sleep"], "{tree:?}");
+        assert!(tree.iter().all(|p| p.rss_bytes > 0), "{tree:?}");
+        assert_eq!(tree[0].pid, child.id());
     }
 }

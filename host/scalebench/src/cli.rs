@@ -226,6 +226,33 @@ pub enum BenchCommand {
     /// workers (a Docker Swarm service, each worker capped to the same CPU
     /// share) against one bare mosquitto, beside N × one worker.
     Workers(WorkersBenchArgs),
+    /// One ladder step on the local stack held for a long time (an hour by
+    /// default): resident memory and CPU of scalebench and each stack
+    /// process every minute, and each one's growth from the first ten
+    /// minutes to the last ten.
+    Soak(SoakBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SoakBenchArgs {
+    /// How long the step is held (after a warm-up of 30 s at most).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Points of the step: about half the ceiling `run` measured on this
+    /// machine (the default is 4,000 readings/s at 5 s).
+    #[arg(long, default_value = "20k", value_parser = crate::units::parse_points)]
+    pub points: u64,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// How often memory and CPU are read and printed.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub every: Duration,
+    #[arg(long, default_value = "baler")]
+    pub target: String,
+    #[arg(long, default_value = "plant-shaped")]
+    pub model: String,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]

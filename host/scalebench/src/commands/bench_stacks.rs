@@ -45,7 +45,7 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
 }
 
 /// A base port with the ten ports above it free (the stacks take a few).
-fn free_base_port() -> u16 {
+pub(crate) fn free_base_port() -> u16 {
     let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
     (21_000..29_000).step_by(100).find(|b| (*b..b + 10).all(free)).unwrap_or(21_883)
 }

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_http;
 pub mod bench_prefill;
+pub mod bench_soak;
 pub mod bench_stacks;
 pub mod bench_workers;
 pub mod compare;

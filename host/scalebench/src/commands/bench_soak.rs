@@ -1,0 +1,179 @@
+//! `scalebench bench soak`: is anything leaking? One ladder step held for a
+//! long time (an hour by default) on the built-in local stack, a real
+//! `scalebench run` of this binary. Every `--every` this process reads the
+//! run's process tree from /proc (scalebench itself and each stack process:
+//! mosquitto, PostgreSQL's postmaster and backends, the reference
+//! historian) and prints resident memory and CPU by program. At the end it
+//! prints each program's growth from the first ten minutes to the last ten
+//! (a third of the run each, when it is shorter than half an hour), as MB
+//! per hour, and the step's own verdict.
+//!
+//! A benchmark prints figures; it asserts nothing.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::bench_record::{self, Figure};
+use crate::cli::SoakBenchArgs;
+use crate::results::RunResult;
+use crate::units::{duration_text, points_text};
+
+/// One look at the tree: per program, resident bytes and CPU seconds.
+struct Look {
+    /// Seconds since the bench started, and since the epoch.
+    at_s: f64,
+    unix_s: f64,
+    rss: BTreeMap<String, u64>,
+    cpu_s: BTreeMap<String, f64>,
+}
+
+fn look(root: u32, started: Instant) -> Look {
+    let mut rss = BTreeMap::new();
+    let mut cpu_s = BTreeMap::new();
+    for p in local_stack::tree_usage(root) {
+        *rss.entry(p.name.clone()).or_insert(0) += p.rss_bytes;
+        *cpu_s.entry(p.name).or_insert(0.0) += p.cpu_seconds;
+    }
+    Look { at_s: started.elapsed().as_secs_f64(), unix_s: crate::clock::now_ms() as f64 / 1e3, rss, cpu_s }
+}
+
+/// Mean resident MB of `name` over the looks in `[from, to]` (seconds
+/// since the epoch), and the window's middle.
+fn window_mb(looks: &[Look], name: &str, from: f64, to: f64) -> Option<(f64, f64)> {
+    let v: Vec<(f64, f64)> = looks
+        .iter()
+        .filter(|l| l.unix_s >= from && l.unix_s <= to)
+        .filter_map(|l| l.rss.get(name).map(|b| (l.unix_s, *b as f64 / 1e6)))
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    let n = v.len() as f64;
+    Some((v.iter().map(|x| x.1).sum::<f64>() / n, v.iter().map(|x| x.0).sum::<f64>() / n))
+}
+
+fn print_look(l: &Look, prev: Option<&Look>) {
+    let parts: Vec<String> = l
+        .rss
+        .iter()
+        .map(|(name, b)| {
+            let cpu = prev
+                .and_then(|p| p.cpu_s.get(name).map(|c0| (l.cpu_s[name] - c0).max(0.0) / (l.at_s - p.at_s).max(1e-3)))
+                .map(|f| format!(" {:.0}%", f * 100.0))
+                .unwrap_or_default();
+            format!("{name} {:.0} MB{cpu}", *b as f64 / 1e6)
+        })
+        .collect();
+    println!("{:>6.1} min  {}", l.at_s / 60.0, parts.join(", "));
+}
+
+pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
+    if args.duration < Duration::from_secs(10) {
+        anyhow::bail!(
+            "--duration {} is too short to see a trend: give 10 s or more (an hour to see a leak)",
+            duration_text(args.duration)
+        );
+    }
+    let dir = tempfile::Builder::new().prefix("scalebench-bench-soak-").tempdir()?;
+    let results: PathBuf = dir.path().join("results");
+    let exe = std::env::current_exe().context("cannot find the scalebench binary")?;
+    let warmup = Duration::from_secs(30).min(args.duration / 4);
+    eprintln!(
+        "bench soak: {} + {}, {} points every {}, held {} (warm-up {})",
+        args.target,
+        args.model,
+        points_text(args.points),
+        duration_text(args.interval),
+        duration_text(args.duration),
+        duration_text(warmup)
+    );
+    let mut child = Command::new(exe)
+        .args(["run", "--target", &args.target, "--model", &args.model, "--steps", &points_text(args.points)])
+        .args(["--interval", &duration_text(args.interval), "--warmup", &duration_text(warmup)])
+        .args(["--soak", &duration_text(args.duration), "--sample-every", &duration_text(args.every)])
+        .args(["--base-port", &super::bench_stacks::free_base_port().to_string()])
+        .arg("--results-dir")
+        .arg(&results)
+        .stdout(Stdio::null())
+        .spawn()
+        .context("cannot run scalebench")?;
+    let started = Instant::now();
+    let root = child.id();
+    println!("{:>10}  resident memory and CPU (100% = a core) by program, scalebench's run and its stack", "time");
+    let mut looks: Vec<Look> = Vec::new();
+    let mut next = started + args.every;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= next {
+            next += args.every;
+            let l = look(root, started);
+            print_look(&l, looks.last());
+            looks.push(l);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    if !status.success() {
+        eprintln!("bench soak: the run ended with {status}; the figures below are what was seen");
+    }
+    // The soak's span, as the run's result gives it (the stack's start and
+    // stop are not load); every look when there is no result.
+    let result = std::fs::read_dir(&results)
+        .ok()
+        .and_then(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path())).find(|p| p.to_string_lossy().ends_with("-ladder.json"))
+        })
+        .map(|file| RunResult::load(&file))
+        .transpose()?;
+    let soak = result.as_ref().and_then(|r| r.steps.first()).map(|s| {
+        let t0 = s.series.start_unix_s as f64;
+        (t0 + s.series.soak_from_s, t0 + s.series.load_end_s)
+    });
+    let (load_from, load_to) =
+        soak.unwrap_or_else(|| (looks.first().map_or(0.0, |l| l.unix_s), looks.last().map_or(0.0, |l| l.unix_s)));
+    let w = ((load_to - load_from) / 3.0).min(600.0);
+    let names: Vec<String> = looks
+        .iter()
+        .filter(|l| l.unix_s >= load_from && l.unix_s <= load_to)
+        .flat_map(|l| l.rss.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    println!(
+        "growth of resident memory: mean of the first {} of the soak vs the last {}",
+        duration_text(Duration::from_secs(w as u64)),
+        duration_text(Duration::from_secs(w as u64))
+    );
+    let mut figures = Vec::new();
+    for name in &names {
+        match (window_mb(&looks, name, load_from, load_from + w), window_mb(&looks, name, load_to - w, load_to)) {
+            (Some((first, t0)), Some((last, t1))) if t1 > t0 => {
+                let per_h = (last - first) / (t1 - t0) * 3600.0;
+                println!("  {name:<32} {first:>8.1} MB -> {last:>8.1} MB   {per_h:+.1} MB/h");
+                figures.push(Figure::new(format!("RSS growth of {name}"), per_h, "MB/h"));
+                figures.push(
+                    Figure::new(format!("RSS of {name}, last window"), last, "MB")
+                        .vs("the first window", first)
+                        .goal("flat: the last window within 10% of the first", last <= first * 1.1),
+                );
+            }
+            _ => println!("  {name:<32} not measured in both windows (a process that came and went)"),
+        }
+    }
+    match &result {
+        Some(r) => {
+            for s in &r.steps {
+                let why = s.reasons.first().map(|r| format!(": {r}")).unwrap_or_default();
+                println!("the step at {} points: {:?}{why}", points_text(s.points), s.status);
+            }
+        }
+        None => println!("the run wrote no result file: the windows are the first and last looks"),
+    }
+    bench_record::write(&args.record.record, "bench soak", figures)?;
+    Ok(())
+}
