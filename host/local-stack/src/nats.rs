@@ -100,6 +100,11 @@ pub struct NatsOptions {
     /// Further config lines appended to every node's config file as given
     /// (e.g. `write_deadline: "10s"`).
     pub extra_config: String,
+    /// JetStream `sync_interval`: "always" (fsync every write) or a
+    /// duration ("10s"); None = the server's default (2 minutes), under
+    /// which a crash of every node may lose what was acknowledged but not
+    /// yet written to disk. Needs nats-server 2.10 or later.
+    pub sync_interval: Option<String>,
 }
 
 impl NatsOptions {
@@ -115,6 +120,7 @@ impl NatsOptions {
             max_file_store: 8 << 30,
             ready_timeout: Duration::from_secs(30),
             extra_config: String::new(),
+            sync_interval: None,
         }
     }
 
@@ -195,6 +201,8 @@ impl Node {
 pub struct NatsCluster {
     opts: NatsOptions,
     bin: PathBuf,
+    /// `nats-server --version` of `bin` ("v2.9.10"), if it answered.
+    version: Option<String>,
     nodes: Vec<Node>,
 }
 
@@ -205,6 +213,10 @@ impl NatsCluster {
     pub fn start(opts: NatsOptions) -> Result<NatsCluster, StackError> {
         opts.validate()?;
         let bin = find_nats_server(opts.bin.as_deref())?;
+        let version = version_of(&bin);
+        if let Some(sync) = &opts.sync_interval {
+            check_sync_interval(sync, &bin, version.as_deref())?;
+        }
         let ports = if opts.ports.is_empty() {
             let p = guard::pick_free_ports(opts.nodes * 3)?;
             p.chunks(3).map(|c| NodePorts { client: c[0], cluster: c[1], monitor: c[2] }).collect()
@@ -245,7 +257,7 @@ impl NatsCluster {
             })?;
         }
 
-        let mut cluster = NatsCluster { opts, bin, nodes };
+        let mut cluster = NatsCluster { opts, bin, version, nodes };
         // On any error `cluster` is dropped, which stops what was started.
         for i in 0..cluster.nodes.len() {
             cluster.spawn_node(i)?;
@@ -355,6 +367,18 @@ impl NatsCluster {
     /// Ports of every node.
     pub fn ports(&self) -> Vec<NodePorts> {
         self.nodes.iter().map(|n| n.ports).collect()
+    }
+
+    /// What bears on durability: the server's version and JetStream's
+    /// sync interval, as this cluster was started.
+    pub fn settings(&self) -> std::collections::BTreeMap<String, String> {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("nats.server_version".to_string(), self.version.clone().unwrap_or_else(|| "unknown".into()));
+        m.insert(
+            "nats.sync_interval".to_string(),
+            self.opts.sync_interval.clone().unwrap_or_else(|| "2m (the server's default)".into()),
+        );
+        m
     }
 
     /// Number of nodes (running or not).
@@ -487,15 +511,36 @@ impl NatsCluster {
 
     /// Spawn node `i` (whose old process is gone) and wait until it is ready.
     fn start_node_again(&mut self, i: usize) -> Result<(), StackError> {
-        // The port must be free again (a killed server's socket is closed with it).
+        self.spawn_node_again(i)?;
+        let deadline = Instant::now() + self.opts.ready_timeout;
+        self.wait_node_ready(i, deadline)
+    }
+
+    /// Start node `i` again once its port is free (a killed server's socket
+    /// is closed with it); not waited for.
+    fn spawn_node_again(&mut self, i: usize) -> Result<(), StackError> {
         let ports = self.nodes[i].ports;
         let deadline = Instant::now() + Duration::from_secs(5);
         while guard::port_free(ports.client).is_err() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.spawn_node(i)?;
-        let deadline = Instant::now() + self.opts.ready_timeout;
-        self.wait_node_ready(i, deadline)
+        self.spawn_node(i)
+    }
+
+    /// A restart that failed: the node is stopped and tried again in 5 s.
+    fn restart_failed(&mut self, i: usize, exit: Option<String>, e: &StackError, events: &mut Vec<String>) {
+        let n = &mut self.nodes[i];
+        let name = n.tracker.health.service.clone();
+        if let Some(mut p) = n.proc.take() {
+            p.stop(libc::SIGKILL, Duration::from_secs(2));
+        }
+        n.tracker.health.running = false;
+        n.tracker.retry_after = Some(Instant::now() + Duration::from_secs(5));
+        let why = health::one_line(e);
+        events.push(match exit {
+            Some(desc) => format!("{name}: {desc}; restart failed: {why}"),
+            None => format!("{name}: restart failed again: {why}"),
+        });
     }
 
     // ---- supervision ------------------------------------------------------
@@ -531,6 +576,7 @@ impl NatsCluster {
     /// `tokio::task::block_in_place`.
     pub fn supervise(&mut self) -> Vec<String> {
         let mut events = Vec::new();
+        let mut down: Vec<(usize, Option<String>)> = Vec::new();
         for i in 0..self.nodes.len() {
             let n = &mut self.nodes[i];
             let name = n.tracker.health.service.clone();
@@ -561,9 +607,24 @@ impl NatsCluster {
             if let Some(mut p) = self.nodes[i].proc.take() {
                 p.stop(libc::SIGKILL, Duration::from_secs(2));
             }
-            match self.start_node_again(i) {
+            down.push((i, exit));
+        }
+        // Every node that is down starts before any is waited for: a node
+        // of a cluster whose other nodes are down too is ready only once
+        // they are back (a whole cluster killed at once comes back together).
+        let mut started = Vec::new();
+        for (i, exit) in down {
+            match self.spawn_node_again(i) {
+                Ok(()) => started.push((i, exit)),
+                Err(e) => self.restart_failed(i, exit, &e, &mut events),
+            }
+        }
+        let deadline = Instant::now() + self.opts.ready_timeout;
+        for (i, exit) in started {
+            match self.wait_node_ready(i, deadline) {
                 Ok(()) => {
                     let n = &mut self.nodes[i];
+                    let name = n.tracker.health.service.clone();
                     let pid = n.proc.as_ref().map(|p| p.pid());
                     if let Some(pid) = pid {
                         n.tracker.started(pid);
@@ -575,19 +636,7 @@ impl NatsCluster {
                         None => format!("{name}: restarted{pid} after an earlier failed restart"),
                     });
                 }
-                Err(e) => {
-                    let n = &mut self.nodes[i];
-                    if let Some(mut p) = n.proc.take() {
-                        p.stop(libc::SIGKILL, Duration::from_secs(2));
-                    }
-                    n.tracker.health.running = false;
-                    n.tracker.retry_after = Some(Instant::now() + Duration::from_secs(5));
-                    let why = health::one_line(&e);
-                    events.push(match exit {
-                        Some(desc) => format!("{name}: {desc}; restart failed: {why}"),
-                        None => format!("{name}: restart failed again: {why}"),
-                    });
-                }
+                Err(e) => self.restart_failed(i, exit, &e, &mut events),
             }
         }
         events
@@ -641,6 +690,41 @@ pub fn server_version(bin: Option<&Path>) -> Result<String, StackError> {
         .output()
         .map_err(|e| StackError::io(format!("cannot run {} --version", bin.display()), e, "check the binary"))?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `nats-server --version` of `bin`: "v2.9.10".
+fn version_of(bin: &Path) -> Option<String> {
+    let out = std::process::Command::new(bin).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    text.split_whitespace()
+        .find(|w| w.starts_with('v') && w[1..].starts_with(|c: char| c.is_ascii_digit()))
+        .map(String::from)
+}
+
+/// `sync_interval` is "always" or a duration, and the server knows it (2.10+).
+fn check_sync_interval(sync: &str, bin: &Path, version: Option<&str>) -> Result<(), StackError> {
+    let duration = sync.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if sync != "always" && (duration.is_empty() || duration.parse::<f64>().is_err() || duration.len() == sync.len()) {
+        return Err(StackError::InvalidOptions {
+            problem: format!("a JetStream sync interval of `{sync}`"),
+            hint: "give always (write every message to disk before acknowledging it) or a duration such as 10s".into(),
+        });
+    }
+    let minor = |v: &str| -> Option<(u32, u32)> {
+        let mut it = v.trim_start_matches('v').split('.');
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    };
+    match version.and_then(minor) {
+        Some(v) if v >= (2, 10) => Ok(()),
+        _ => Err(StackError::InvalidOptions {
+            problem: format!(
+                "nats-server {} at {} does not know sync_interval (JetStream's disk sync setting came in 2.10)",
+                version.unwrap_or("of unknown version"),
+                bin.display()
+            ),
+            hint: "put a nats-server 2.10 or later first on PATH (scripts/setup.sh installs one under /var/tmp/scalebench-py/bin), or leave the sync interval at the server's default".into(),
+        }),
+    }
 }
 
 /// Locate nats-server: `given`, else PATH, then /usr/sbin/nats-server.
@@ -708,13 +792,18 @@ fn node_config(opts: &NatsOptions, n: &Node, routes: &[u16]) -> String {
          server_name: {name}\n\
          listen: \"{HOST}:{client}\"\n\
          http: \"{HOST}:{monitor}\"\n\
-         jetstream {{\n  store_dir: {store}\n  max_memory_store: {mem}\n  max_file_store: {file}\n}}\n",
+         jetstream {{\n  store_dir: {store}\n  max_memory_store: {mem}\n  max_file_store: {file}\n{sync}}}\n",
         name = quote(&n.name),
         client = n.ports.client,
         monitor = n.ports.monitor,
         store = quote(&n.dir.join("js").display().to_string()),
         mem = opts.max_memory_store,
         file = opts.max_file_store,
+        sync = match opts.sync_interval.as_deref() {
+            None => String::new(),
+            Some("always") => "  sync_interval: always\n".into(),
+            Some(d) => format!("  sync_interval: {}\n", quote(d)),
+        },
     );
     if routes.len() > 1 {
         let list = routes.iter().map(|p| format!("\"nats://{HOST}:{p}\"")).collect::<Vec<_>>().join(", ");
@@ -809,6 +898,22 @@ mod tests {
         );
         let single = node_config(&opts, &n, &[21002]);
         assert!(!single.contains("cluster"), "{single}");
+        assert!(!single.contains("sync_interval"), "{single}");
+        let always = NatsOptions { sync_interval: Some("always".into()), ..NatsOptions::new("/tmp/x", 1) };
+        assert!(node_config(&always, &n, &[21002]).contains("  sync_interval: always\n}"), "{single}");
+        let ten = NatsOptions { sync_interval: Some("10s".into()), ..NatsOptions::new("/tmp/x", 1) };
+        assert!(node_config(&ten, &n, &[21002]).contains("  sync_interval: \"10s\"\n}"), "{single}");
+    }
+
+    #[test]
+    fn a_sync_interval_the_server_cannot_take_is_refused_in_words() {
+        let bin = Path::new("/usr/sbin/nats-server");
+        let e = check_sync_interval("always", bin, Some("v2.9.10")).unwrap_err().to_string();
+        assert!(e.contains("nats-server v2.9.10 at /usr/sbin/nats-server does not know sync_interval"), "{e}");
+        assert!(check_sync_interval("always", bin, Some("v2.15.1")).is_ok());
+        assert!(check_sync_interval("10s", bin, Some("v2.10.0")).is_ok());
+        let e = check_sync_interval("often", bin, Some("v2.15.1")).unwrap_err().to_string();
+        assert!(e.contains("`often`") && e.contains("always"), "{e}");
     }
 
     #[test]

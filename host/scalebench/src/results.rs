@@ -461,8 +461,25 @@ pub struct Durability {
     /// "server-level only".
     #[serde(default)]
     pub scope: String,
-    /// True only if all three are on, end to end where that could be read.
+    /// True only if all three are on, end to end where that could be read;
+    /// for a JetStream target, file storage synced on every write.
     pub comparable: bool,
+    /// A JetStream target: how the stream and its servers keep what they
+    /// acknowledge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jetstream: Option<JetStreamDurability>,
+}
+
+/// How a JetStream stream keeps what it acknowledges.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct JetStreamDurability {
+    /// "file" or "memory".
+    pub storage: String,
+    pub replicas: u32,
+    /// The servers' `sync_interval`: "always", a duration, "2m (the
+    /// server's default)", or "unknown" for a server scalebench did not start.
+    pub sync_interval: String,
+    pub server_version: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 
 mod cli_gen;
 mod common;
+mod crash;
 mod deploy;
 mod distributed;
 mod docker;

@@ -142,9 +142,15 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
     let run_dir =
         args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
     let cal = &args.calibration;
+    if args.stack.nats_sync_interval.is_some() && !(args.stack.kind == StackKind::Local && wants_nats) {
+        return Err(usage(
+            "--nats-sync-interval sets the built-in local NATS stack's servers (--stack local with a NATS target): the Docker image's and an external server's settings are their own".into(),
+        ));
+    }
     Ok(match args.stack.kind {
         StackKind::Local if wants_nats => {
-            let opts = local_stack::nats::NatsOptions::new(&run_dir, args.stack.nodes as usize);
+            let mut opts = local_stack::nats::NatsOptions::new(&run_dir, args.stack.nodes as usize);
+            opts.sync_interval = args.stack.nats_sync_interval.clone();
             eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.stack.nodes, run_dir.display());
             Box::new(
                 tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts))

@@ -321,6 +321,9 @@ impl StackDriver for FakeStack {
     fn health_totals(&mut self) -> Option<BTreeMap<String, ServiceHealth>> {
         Some(BTreeMap::from([(BROKER.to_string(), self.0.health.lock().unwrap().clone())]))
     }
+    fn signal_names(&self) -> Vec<String> {
+        vec![BROKER.to_string()]
+    }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         if service != BROKER {
             return Err(format!("no service `{service}` in the fake stack"));
@@ -497,6 +500,7 @@ pub async fn run_step(sut: Arc<Sut>, setup: Setup) -> StepResult {
         next_canary_seq: 0,
         watch: crate::live_safety::Watch::start(cfg.live.clone()).unwrap(),
         workers: None,
+        durability_settings: Default::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let progress = crate::progress::Progress::lines(Box::new(std::io::sink()));

@@ -124,6 +124,11 @@ pub async fn run(
         TransportPlan::NatsJetstream(jp) => Some((jp.stream_name.as_str(), jp.max_msgs)),
         _ => None,
     };
+    let mut durability_settings = stack.settings();
+    if let TransportPlan::NatsJetstream(jp) = &plan.transport {
+        durability_settings.insert("jetstream.storage".into(), jp.storage.clone());
+        durability_settings.insert("jetstream.replicas".into(), jp.replicas.to_string());
+    }
     let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, &*stack, jetstream).await?;
     {
         let q = counter.clone();
@@ -177,6 +182,7 @@ pub async fn run(
         next_canary_seq: 0,
         watch,
         workers,
+        durability_settings,
     };
 
     // One reading must reach storage before any step is measured.

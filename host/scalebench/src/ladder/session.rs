@@ -31,4 +31,7 @@ pub(crate) struct Session {
     pub watch: live_safety::Watch,
     /// A distributed run's workers (None: this process offers the load).
     pub workers: Option<Arc<crate::distributed::coordinator::Workers>>,
+    /// What bears on durability beyond the target's own stats: the stack's
+    /// settings (`nats.sync_interval`) and the plan's (`jetstream.replicas`).
+    pub durability_settings: std::collections::BTreeMap<String, String>,
 }

@@ -645,6 +645,9 @@ impl StackDriver for DockerStack {
         block_on(self.stats())
     }
 
+    fn signal_names(&self) -> Vec<String> {
+        self.containers.iter().map(|c| c.service.clone()).collect()
+    }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         let id = self.container_id(service)?;
         let service = self.containers.iter().find(|c| c.id == id).map(|c| c.service.clone()).unwrap_or_default();

@@ -57,6 +57,9 @@ impl StackDriver for LocalStack {
             .map(|p| ProcSample::new(p.service.to_string(), p.cpu_seconds, p.rss_bytes, p.at))
             .collect()
     }
+    fn signal_names(&self) -> Vec<String> {
+        ["postgres", "mosquitto", "reference-historian"].map(String::from).to_vec()
+    }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         let svc = match service {
             "mosquitto" | "broker" => Service::Mosquitto,
@@ -103,6 +106,12 @@ impl StackDriver for NatsCluster {
             .into_iter()
             .map(|p| ProcSample::new(format!("nats-{}", p.node), p.cpu_seconds, p.rss_bytes, p.at))
             .collect()
+    }
+    fn signal_names(&self) -> Vec<String> {
+        (0..self.node_count()).map(|i| format!("nats-{i}")).collect()
+    }
+    fn settings(&self) -> BTreeMap<String, String> {
+        NatsCluster::settings(self)
     }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         let i: usize =
@@ -157,6 +166,9 @@ impl StackDriver for LocalHaystack {
             .into_iter()
             .map(|p| ProcSample::new(local_stack::haystack::NAME.to_string(), p.cpu_seconds, p.rss_bytes, p.at))
             .collect()
+    }
+    fn signal_names(&self) -> Vec<String> {
+        vec![local_stack::haystack::NAME.to_string()]
     }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         if service != local_stack::haystack::NAME && service != self.service {

@@ -107,6 +107,15 @@ pub trait StackDriver: Send {
     fn sample_processes(&mut self) -> Vec<ProcSample> {
         Vec::new()
     }
+    /// The services `signal` takes, by name (what `--kill nats-*` matches).
+    fn signal_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Settings the stack's services were started with that bear on
+    /// durability (e.g. JetStream's `sync_interval`), for the result.
+    fn settings(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
     /// Send `signal` to a service by name without telling its supervisor
     /// (the crash hook): the kill is then detected, not declared.
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {

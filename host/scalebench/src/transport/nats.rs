@@ -117,10 +117,25 @@ pub async fn ensure_stream(
                         "check the server has JetStream enabled".into()
                     },
                 })?;
-                return Ok(());
+                break;
             }
         }
     }
+    // A replicated stream takes publishes once it has a leader: until then a
+    // server may answer "no stream found" (seen with nats-server 2.15).
+    if replicas > 1 {
+        while Instant::now() < deadline {
+            let led = match js.get_stream(name).await {
+                Ok(mut s) => s.info().await.ok().and_then(|i| i.cluster.clone()).and_then(|c| c.leader).is_some(),
+                Err(_) => false,
+            };
+            if led {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
 }
 
 /// Delete a stream this process created itself (the bench's own, between

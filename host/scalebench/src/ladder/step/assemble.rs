@@ -218,6 +218,21 @@ pub(super) async fn read_stats(session: &Session, stored_rps: Option<f64>) -> (D
             || (on(&durability.ingest_fsync)
                 && on(&durability.ingest_synchronous_commit)
                 && on(&durability.ingest_full_page_writes)));
+    let settings = &session.durability_settings;
+    if let Some(storage) = settings.get("jetstream.storage") {
+        let js = JetStreamDurability {
+            storage: storage.clone(),
+            replicas: settings.get("jetstream.replicas").and_then(|r| r.parse().ok()).unwrap_or(1),
+            sync_interval: settings
+                .get("nats.sync_interval")
+                .cloned()
+                .unwrap_or_else(|| "unknown (a server scalebench did not start)".into()),
+            server_version: settings.get("nats.server_version").cloned(),
+        };
+        durability.scope = "stream and servers".into();
+        durability.comparable = js.storage == "file" && js.sync_interval == "always";
+        durability.jetstream = Some(js);
+    }
     if let (Some(b), Some(r), Some(rps)) = (db.table_bytes, db.rows_estimate, stored_rps) {
         if r > 0.0 {
             db.bytes_per_row = Some(b / r);

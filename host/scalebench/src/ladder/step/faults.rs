@@ -52,7 +52,9 @@ impl FaultClock {
         }
     }
 
-    /// Inject the faults that are due; thaw frozen services on time.
+    /// Inject the faults that are due; thaw frozen services on time. A
+    /// pattern (`nats-*`) signals every service it matches at the same
+    /// instant: a whole cluster crashes at once.
     pub(super) fn tick(&mut self, stack: &mut dyn StackDriver) {
         let now = Instant::now();
         let mut i = 0;
@@ -61,20 +63,34 @@ impl FaultClock {
                 i += 1;
                 continue;
             }
-            let (_, service, kind) = self.pending.remove(i);
-            match kind {
-                FaultKind::Kill => {
-                    eprintln!("  fault: SIGKILL {service} (the stack's supervisor brings it back)");
-                    let r = stack.signal(&service, libc::SIGKILL);
-                    self.record(&service, "kill", r);
+            let (_, pattern, kind) = self.pending.remove(i);
+            let services = match matching(&pattern, &stack.signal_names()) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.record(&pattern, kind.verb(), Err(e));
+                    continue;
                 }
-                FaultKind::Freeze(d) => {
-                    eprintln!("  fault: SIGSTOP {service} for {:.0} s", d.as_secs_f64());
-                    let r = stack.signal(&service, libc::SIGSTOP);
-                    if r.is_ok() {
-                        self.thaw.push((now + d, service.clone()));
+            };
+            let (sig, label) = match kind {
+                FaultKind::Kill => (libc::SIGKILL, "SIGKILL"),
+                FaultKind::Freeze(_) => (libc::SIGSTOP, "SIGSTOP"),
+            };
+            // Signal first, print after: the services go down together.
+            let results: Vec<(String, Result<(), String>)> =
+                services.into_iter().map(|s| (s.clone(), stack.signal(&s, sig))).collect();
+            for (service, r) in results {
+                match kind {
+                    FaultKind::Kill => {
+                        eprintln!("  fault: {label} {service} (the stack's supervisor brings it back)");
+                        self.record(&service, "kill", r);
                     }
-                    self.record(&service, "freeze", r);
+                    FaultKind::Freeze(d) => {
+                        eprintln!("  fault: {label} {service} for {:.0} s", d.as_secs_f64());
+                        if r.is_ok() {
+                            self.thaw.push((now + d, service.clone()));
+                        }
+                        self.record(&service, "freeze", r);
+                    }
                 }
             }
         }
@@ -117,5 +133,46 @@ impl FaultClock {
         }
         let frozen = self.thaw.into_iter().map(|(_, s)| s).collect();
         (self.injected, self.unmeasured, frozen)
+    }
+}
+
+/// The services `pattern` names: itself when it holds no `*`, else every
+/// service of the stack it matches (`*` is any run of characters).
+fn matching(pattern: &str, names: &[String]) -> Result<Vec<String>, String> {
+    if !pattern.contains('*') {
+        return Ok(vec![pattern.to_string()]);
+    }
+    let found: Vec<String> = names.iter().filter(|n| glob(pattern, n)).cloned().collect();
+    if found.is_empty() {
+        return Err(format!("no service matches `{pattern}` (the stack has {})", names.join(", ")));
+    }
+    Ok(found)
+}
+
+fn glob(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.starts_with(head)
+                && (0..=name.len() - head.len())
+                    .filter(|k| name.is_char_boundary(head.len() + k))
+                    .any(|k| glob(tail, &name[head.len() + k..]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_names_every_service_it_matches_and_a_name_itself() {
+        let names: Vec<String> = ["nats-0", "nats-1", "nats-2", "postgres"].map(String::from).to_vec();
+        assert_eq!(matching("nats-*", &names).unwrap(), ["nats-0", "nats-1", "nats-2"]);
+        assert_eq!(matching("*", &names).unwrap().len(), 4);
+        assert_eq!(matching("*-1", &names).unwrap(), ["nats-1"]);
+        assert_eq!(matching("postgres", &names).unwrap(), ["postgres"]);
+        let e = matching("mosq*", &names).unwrap_err();
+        assert!(e.contains("no service matches `mosq*`") && e.contains("nats-0, nats-1"), "{e}");
     }
 }
