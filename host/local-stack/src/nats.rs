@@ -928,7 +928,8 @@ mod tests {
             assert!(e.contains("live default") && e.contains("nats-server node 0") && e.contains("hint:"), "{e}");
             assert!(!e.contains("mosquitto"), "{e}");
         }
-        let e = check_ports(&[NodePorts { client: 21000, cluster: 21000, monitor: 21001 }]).unwrap_err().to_string();
+        let e =
+            check_ports(&[NodePorts { client: free[0], cluster: free[0], monitor: free[1] }]).unwrap_err().to_string();
         assert!(e.contains("also"), "{e}");
     }
 
