@@ -10,6 +10,7 @@ mod docker;
 mod external;
 mod historian;
 mod honesty;
+mod hostile_adapters;
 mod http;
 mod ladder;
 mod models;
