@@ -134,9 +134,12 @@ fn a_gigabyte_answer_is_read_no_further_than_4_mib_and_never_judged() {
         if switched {
             return;
         }
-        let file = std::fs::read_dir(results).into_iter().flatten().flatten().map(|e| e.path()).find(|p| {
-            p.to_string_lossy().ends_with("-ladder.json")
-        });
+        let file = std::fs::read_dir(results)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with("-ladder.json"));
         let steps = file
             .and_then(|f| std::fs::read_to_string(f).ok())
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -160,7 +163,8 @@ fn a_gigabyte_answer_is_read_no_further_than_4_mib_and_never_judged() {
     let reasons = serde_json::to_string(&s["reasons"]).unwrap();
     assert!(
         reasons.contains("the SUT refused")
-            && reasons.contains("an answer larger than 4 MiB, read no further and not handed to `judge` of plugin haxall"),
+            && reasons
+                .contains("an answer larger than 4 MiB, read no further and not handed to `judge` of plugin haxall"),
         "{reasons}"
     );
     assert!(s["generator"]["rejected"].as_u64().unwrap() > 0, "{}", s["generator"]);
