@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,12 @@ struct Faults {
     /// Readings in refused hisWrite requests, by point id.
     rejected_readings: Mutex<BTreeMap<String, u64>>,
     stalled_requests: AtomicU64,
+    /// Switched on by `POST /test/huge-answers`: every hisWrite from then on
+    /// is answered with [`HUGE_ANSWER_BYTES`] and stores nothing.
+    huge_answers_on: AtomicBool,
+    huge_answers: AtomicU64,
+    /// Bytes of huge answers produced for the connection (what the client read, give or take its socket buffers).
+    huge_answer_bytes: AtomicU64,
 }
 
 enum Handshake {
@@ -578,6 +584,9 @@ async fn injected_fault(
     headers: &HeaderMap,
 ) -> Option<Response> {
     let n = state.faults.his_writes.fetch_add(1, Ordering::Relaxed) + 1;
+    if state.faults.huge_answers_on.load(Ordering::Relaxed) {
+        return Some(huge_answer(state));
+    }
     if state.stall_after.is_some_and(|d| state.started.elapsed() >= d) {
         state.faults.stalled_requests.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -600,15 +609,52 @@ async fn injected_fault(
     ))
 }
 
+/// Size of a huge answer: a gigabyte, more than any client should read.
+const HUGE_ANSWER_BYTES: u64 = 1 << 30;
+
+/// A gigabyte answered with HTTP 200 (Content-Length set), produced 64 KiB
+/// at a time as the client reads, each chunk counted: a client that stops
+/// reading early shows as few bytes produced.
+fn huge_answer(state: &Shared) -> Response {
+    const CHUNK: u64 = 64 << 10;
+    state.faults.huge_answers.fetch_add(1, Ordering::Relaxed);
+    let (st, chunk) = (state.clone(), Bytes::from(vec![b' '; CHUNK as usize]));
+    let body = futures_util::stream::unfold(0u64, move |sent| {
+        let (st, chunk) = (st.clone(), chunk.clone());
+        async move {
+            if sent >= HUGE_ANSWER_BYTES {
+                return None;
+            }
+            st.faults.huge_answer_bytes.fetch_add(CHUNK, Ordering::Relaxed);
+            Some((Ok::<_, std::io::Error>(chunk), sent + CHUNK))
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/zinc; charset=utf-8")
+        .header("content-length", HUGE_ANSWER_BYTES)
+        .body(axum::body::Body::from_stream(body))
+        .expect("a valid response")
+}
+
+/// `POST /test/huge-answers`: from now on every hisWrite is answered with a
+/// gigabyte (a calibration fault a test switches on mid-run).
+async fn huge_answers_on(State(state): State<Shared>) -> Response {
+    state.faults.huge_answers_on.store(true, Ordering::Relaxed);
+    ([("content-type", "application/json")], "{\"huge_answers\":true}").into_response()
+}
+
 /// `GET /test/faults`: what the calibration faults did, as JSON (not Haystack).
 async fn faults(State(state): State<Shared>) -> Response {
     let f = &state.faults;
     let by_id: Vec<String> = f.rejected_readings.lock().iter().map(|(k, v)| format!("{:?}:{v}", k)).collect();
     let body = format!(
-        "{{\"his_writes\":{},\"rejected_requests\":{},\"stalled_requests\":{},\"rejected_readings\":{{{}}}}}",
+        "{{\"his_writes\":{},\"rejected_requests\":{},\"stalled_requests\":{},\"huge_answers\":{},\"huge_answer_bytes\":{},\"rejected_readings\":{{{}}}}}",
         f.his_writes.load(Ordering::Relaxed),
         f.rejected_requests.load(Ordering::Relaxed),
         f.stalled_requests.load(Ordering::Relaxed),
+        f.huge_answers.load(Ordering::Relaxed),
+        f.huge_answer_bytes.load(Ordering::Relaxed),
         by_id.join(",")
     );
     ([("content-type", "application/json")], body).into_response()
@@ -795,6 +841,7 @@ pub fn app(cfg: &Config) -> Router {
         .route("/api/hisWrite", post(his_write))
         .route("/api/hisRead", post(his_read))
         .route("/test/faults", get(faults))
+        .route("/test/huge-answers", post(huge_answers_on))
         .route("/test/his-count", get(his_count))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
         .with_state(state)

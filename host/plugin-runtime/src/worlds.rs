@@ -36,6 +36,12 @@ pub mod probe_types {
 /// whatever the run's point count.
 pub const POINTS_PER_CALL: usize = 16_384;
 
+/// Most header bytes an adapter's `headers` may give for one request
+/// (names, values and their separators). HTTP servers refuse far less
+/// (hyper and nginx: 8 to 64 KiB in all), and the transport sends them with
+/// every request: megabytes of headers are an adapter's bug, named as one.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
 struct Guarded<B> {
     name: String,
     store: Store<StoreState>,
@@ -490,7 +496,20 @@ impl TargetAdapter {
         let r = self.g.call("headers", |b, s| {
             b.http.as_ref().expect("checked").scalebench_plugin_http_ingest().call_headers(s, address)
         })?;
-        self.g.returned("headers", r)
+        let headers = self.g.returned("headers", r)?;
+        let bytes: usize = headers.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+        if bytes > MAX_HEADER_BYTES {
+            return Err(PluginError::Contract {
+                plugin: self.g.name.clone(),
+                call: "headers".into(),
+                problem: format!(
+                    "gave {} KiB of headers for {address}; at most {} KiB go with a request (HTTP servers refuse more)",
+                    bytes >> 10,
+                    MAX_HEADER_BYTES >> 10
+                ),
+            });
+        }
+        Ok(headers)
     }
 
     /// Ok(Err(reason)) when the adapter says a 2xx response is not an ack;

@@ -115,13 +115,13 @@ fn a_password_on_the_command_line_is_refused() {
 }
 
 /// The test server as a process of the test's own, for `--stack external`.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
 }
 
 impl Server {
-    fn start(extra: &[&str]) -> Server {
+    pub(crate) fn start(extra: &[&str]) -> Server {
         Server::start_on(0, extra)
     }
 
@@ -147,12 +147,12 @@ impl Server {
         Server { child, port }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// What the calibration faults did (`GET /test/faults`).
-    fn faults(&self) -> serde_json::Value {
+    pub(crate) fn faults(&self) -> serde_json::Value {
         let body = ureq::get(&format!("{}/test/faults", self.url())).call().unwrap().into_string().unwrap();
         serde_json::from_str(&body).unwrap()
     }

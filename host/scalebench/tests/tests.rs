@@ -11,6 +11,7 @@ mod docker;
 mod external;
 mod historian;
 mod honesty;
+mod hostile_adapters;
 mod http;
 mod ladder;
 mod models;

@@ -17,7 +17,13 @@
 //!   response; that wait is `held_back_s`.
 //! - **Errors.** A request that fails (connection refused, reset) or
 //!   outlives `request_timeout` is an error, never an ack; the first few
-//!   distinct messages are kept.
+//!   distinct messages are kept. An answer larger than [`MAX_ANSWER_BYTES`]
+//!   is read no further and never handed to `judge`: it is refused.
+//! - **Adapter faults.** When `headers` or `judge` itself fails (it traps,
+//!   outruns its time or memory limit, breaks the contract), that is no
+//!   answer of the SUT's: the first such fault is kept in [`Live`] for the
+//!   step to end on, the message's outcome is unknown, and the adapter is
+//!   not called again by this transport.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +44,7 @@ use super::Live;
 use super::{AckCounts, Batch, Carries, Message};
 use crate::clock::now_ms;
 use crate::latency::Timing;
+use plugin_runtime::PluginError;
 
 /// Largest response body the transport reads: an ingest answer is small,
 /// but a Haystack `commit` answers the 1,000 records it committed (~300 KB).
@@ -46,13 +53,27 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 
 /// What an adapter says about its HTTP messages: what goes with them, and
 /// whether a 2xx response is an acknowledgement.
+///
+/// The outer `Err` is the adapter failing as a plugin (named by plugin and
+/// call); the inner one is the adapter's own answer (no headers for this
+/// address, or not an acknowledgement, and why).
 pub trait IngestRules: Send + Sync {
-    fn headers(&self, address: &str) -> Result<Vec<(String, String)>, String>;
-    fn judge(&self, address: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Result<(), String>;
+    fn headers(&self, address: &str) -> Result<Result<Vec<(String, String)>, String>, PluginError>;
+    fn judge(
+        &self,
+        address: &str,
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<Result<(), String>, PluginError>;
     /// Whether answers are judged by the adapter (its `http-ingest`), not
     /// taken as acknowledged on any 2xx.
     fn judged_by_adapter(&self) -> bool {
         false
+    }
+    /// Whose `judge` this is, for messages ("plugin haxall").
+    fn judge_of(&self) -> String {
+        "the adapter".into()
     }
 }
 
@@ -66,11 +87,11 @@ pub struct PlainRules {
 }
 
 impl IngestRules for PlainRules {
-    fn headers(&self, _address: &str) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![("Content-Type".into(), self.content_type.clone())])
+    fn headers(&self, _address: &str) -> Result<Result<Vec<(String, String)>, String>, PluginError> {
+        Ok(Ok(vec![("Content-Type".into(), self.content_type.clone())]))
     }
-    fn judge(&self, _: &str, _: u16, _: Vec<(String, String)>, _: Vec<u8>) -> Result<(), String> {
-        Ok(())
+    fn judge(&self, _: &str, _: u16, _: Vec<(String, String)>, _: Vec<u8>) -> Result<Result<(), String>, PluginError> {
+        Ok(Ok(()))
     }
 }
 
@@ -78,18 +99,29 @@ impl IngestRules for PlainRules {
 pub struct AdapterRules(pub Arc<Mutex<plugin_runtime::TargetAdapter>>);
 
 impl IngestRules for AdapterRules {
-    fn headers(&self, address: &str) -> Result<Vec<(String, String)>, String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).http_headers(address).map_err(|e| e.to_string())
-    }
-    fn judge(&self, address: &str, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Result<(), String> {
-        let r = plugin_runtime::types::HttpResponse { status, headers, body };
-        match self.0.lock().unwrap_or_else(|p| p.into_inner()).judge(address, &r) {
-            Ok(v) => v,
-            Err(e) => Err(format!("the adapter could not judge the answer: {e}")),
+    fn headers(&self, address: &str) -> Result<Result<Vec<(String, String)>, String>, PluginError> {
+        match self.0.lock().unwrap_or_else(|p| p.into_inner()).http_headers(address) {
+            Ok(h) => Ok(Ok(h)),
+            // The adapter's own refusal (a login that failed): this message's error.
+            Err(e @ PluginError::Returned { .. }) => Ok(Err(e.to_string())),
+            Err(e) => Err(e),
         }
+    }
+    fn judge(
+        &self,
+        address: &str,
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<Result<(), String>, PluginError> {
+        let r = plugin_runtime::types::HttpResponse { status, headers, body };
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).judge(address, &r)
     }
     fn judged_by_adapter(&self) -> bool {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).has_http_ingest()
+    }
+    fn judge_of(&self) -> String {
+        format!("plugin {}", self.0.lock().unwrap_or_else(|p| p.into_inner()).name())
     }
 }
 
@@ -184,8 +216,9 @@ impl HttpTransport {
     }
 }
 
-/// The outcome of one request: status, headers and body, or why none came.
-type Answer = Result<(u16, Vec<(String, String)>, Vec<u8>), String>;
+/// The outcome of one request: status, headers and body (None: larger
+/// than [`MAX_ANSWER_BYTES`], not read further), or why none came.
+type Answer = Result<(u16, Vec<(String, String)>, Option<Vec<u8>>), String>;
 
 async fn run_connection(
     shared: Arc<Shared>,
@@ -239,13 +272,37 @@ async fn run_connection(
     }
 }
 
+/// The adapter failed as a plugin earlier: it is not called again.
+fn adapter_failed(shared: &Shared) -> Option<String> {
+    shared.live.plugin_fault.lock().unwrap().as_ref().map(|e| format!("not sent: {}", first_line(e)))
+}
+
+/// Keep the first fault of the adapter's own for the step to end on: its
+/// cause, not a later call's "unusable instance" that may settle first.
+fn keep_fault(shared: &Shared, e: PluginError) -> String {
+    let text = first_line(&e);
+    let mut kept = shared.live.plugin_fault.lock().unwrap();
+    if kept.is_none() || matches!(*kept, Some(PluginError::Poisoned { .. })) {
+        *kept = Some(e);
+    }
+    text
+}
+
+fn first_line(e: &PluginError) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
 /// Headers for `address`, from the cache or the adapter.
 async fn headers_for(shared: &Arc<Shared>, address: &Arc<str>) -> Result<Arc<Vec<(String, String)>>, String> {
     if let Some(h) = shared.headers.0.lock().unwrap().get(address) {
         return Ok(h.clone());
     }
+    if let Some(why) = adapter_failed(shared) {
+        return Err(why);
+    }
     let (rules, a) = (shared.cfg.rules.clone(), address.clone());
-    let h = tokio::task::spawn_blocking(move || rules.headers(&a)).await.map_err(|e| format!("headers: {e}"))??;
+    let h = tokio::task::spawn_blocking(move || rules.headers(&a)).await.map_err(|e| format!("headers: {e}"))?;
+    let h = h.map_err(|e| keep_fault(shared, e))??;
     let h = Arc::new(h);
     shared.headers.0.lock().unwrap().insert(address.clone(), h.clone());
     Ok(h)
@@ -281,12 +338,12 @@ async fn post_once(shared: &Arc<Shared>, m: &Message) -> Answer {
             .iter()
             .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
-        let body = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
-            .collect()
-            .await
-            .map_err(|e| format!("POST {url}: reading the answer: {e}"))?
-            .to_bytes();
-        Ok((status, hs, body.to_vec()))
+        let body = match http_body_util::Limited::new(resp.into_body(), MAX_ANSWER_BYTES).collect().await {
+            Ok(b) => Some(b.to_bytes().to_vec()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => None,
+            Err(e) => return Err(format!("POST {url}: reading the answer: {e}")),
+        };
+        Ok((status, hs, body))
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(r) => r,
@@ -320,11 +377,21 @@ async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, t: 
     let refused = |why: String| super::count_refused(&mut counts.lock().unwrap(), live, m.carries, t, now_ms(), why);
     match r {
         Err(e) => super::count_unanswered(&mut counts.lock().unwrap(), live, m.carries, t, Some(e)),
-        Ok((status, _, body)) if !(200..300).contains(&status) => {
+        Ok((status, _, None)) => refused(format!(
+            "HTTP {status} from {}: an answer larger than {} MiB, read no further and not handed to `judge` of {}",
+            m.address,
+            MAX_ANSWER_BYTES >> 20,
+            shared.cfg.rules.judge_of()
+        )),
+        Ok((status, _, Some(body))) if !(200..300).contains(&status) => {
             let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
             refused(format!("HTTP {status} from {}: {}", m.address, text.trim()));
         }
-        Ok((status, hs, body)) => {
+        Ok((_, _, Some(_))) if adapter_failed(shared).is_some() => {
+            let why = adapter_failed(shared);
+            super::count_unanswered(&mut counts.lock().unwrap(), live, m.carries, t, why)
+        }
+        Ok((status, hs, Some(body))) => {
             let at = now_ms();
             {
                 let mut c = counts.lock().unwrap();
@@ -335,12 +402,17 @@ async fn settle(shared: &Arc<Shared>, counts: &Mutex<AckCounts>, m: Message, t: 
             let (rules, a) = (shared.cfg.rules.clone(), m.address.clone());
             let verdict = tokio::task::spawn_blocking(move || rules.judge(&a, status, hs, body))
                 .await
-                .unwrap_or_else(|e| Err(format!("judging the answer failed: {e}")));
+                .unwrap_or_else(|e| Ok(Err(format!("judging the answer failed: {e}"))));
             match verdict {
-                Ok(()) => {
+                Ok(Ok(())) => {
                     super::count_ack(&mut counts.lock().unwrap(), live, m.carries, t, at);
                 }
-                Err(why) => refused(format!("{} refused: {why}", m.address)),
+                Ok(Err(why)) => refused(format!("{} refused: {why}", m.address)),
+                // The adapter failed, not the SUT: the outcome is unknown.
+                Err(e) => {
+                    let why = keep_fault(shared, e);
+                    super::count_unanswered(&mut counts.lock().unwrap(), live, m.carries, t, Some(why))
+                }
             }
         }
     }

@@ -11,7 +11,7 @@ pub mod pool;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -67,6 +67,9 @@ pub struct Live {
     /// Turns latency recording off (only the generator benchmark does, to
     /// measure what recording costs).
     pub no_latency: std::sync::atomic::AtomicBool,
+    /// The first time the adapter failed as a plugin inside the transport
+    /// (HTTP `headers` or `judge`): the step ends on it.
+    pub plugin_fault: Mutex<Option<plugin_runtime::PluginError>>,
 }
 
 /// Messages for one connection, sent together.

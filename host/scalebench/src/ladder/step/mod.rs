@@ -82,6 +82,15 @@ async fn sample_written(session: &Session) -> Option<(f64, String)> {
     tokio::time::timeout(SAMPLE_WAIT, session.count.rows_written()).await.ok().flatten()
 }
 
+/// The adapter failed as a plugin inside the transport (HTTP `headers` or
+/// `judge`): the step ends on that error, which names the plugin and the call.
+fn transport_fault(live: &crate::transport::Live) -> anyhow::Result<()> {
+    match live.plugin_fault.lock().unwrap().take() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
 /// Length of the windows the slowest accepted rate is taken over.
 const SLOWEST_WINDOW_S: i64 = 5;
 
@@ -107,12 +116,14 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     let topology = send_topology(&env, session, &*transport, points).await?;
     let mut offered = offer(&mut env, session, &*transport, points).await?;
     env.progress.phase(Phase::Drain, "last acks, every canary stored, stored counts stable");
+    let live = transport.live().clone();
     let drained = drain(&env, session, transport, &offered).await;
     for service in offered.frozen.drain(..) {
         eprintln!("  fault: SIGCONT {service} (end of step)");
         let _ = env.stack.signal(&service, libc::SIGCONT);
     }
     let drained = drained?;
+    transport_fault(&live)?;
     if let Some(w) = &session.workers {
         offered.cpu_s += w.merge_reports(&mut offered.report);
     }

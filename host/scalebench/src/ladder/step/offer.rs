@@ -214,7 +214,8 @@ pub(super) async fn offer(
     while !producer.is_finished() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = Instant::now();
-        if env.stop.load(Ordering::Relaxed) {
+        // Ctrl-C, or the adapter failed inside the transport (`headers`, `judge`).
+        if env.stop.load(Ordering::Relaxed) || transport.live().plugin_fault.lock().unwrap().is_some() {
             step_stop.store(true, Ordering::Relaxed);
         }
         env.progress.elapsed(load_started.elapsed().as_secs_f64());
@@ -394,14 +395,14 @@ pub(super) async fn offer(
     session.model = Some(plugins_back.model);
     session.encoder = Some(plugins_back.adapter);
     o.interrupted = env.stop.load(Ordering::Relaxed);
-    let report = match report {
+    let report = match super::transport_fault(transport.live()).and(report.map_err(anyhow::Error::from)) {
         Ok(r) => r,
         Err(e) => {
             o.stop_poll.store(true, Ordering::Relaxed);
             if let Some(p) = o.poller.take() {
                 let _ = p.join();
             }
-            return Err(e.into());
+            return Err(e);
         }
     };
     session.next_canary_seq = report.next_canary_seq;
