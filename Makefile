@@ -27,7 +27,7 @@ test: setup
 # The fuzz targets of every parser that reads outside input (each also
 # runs a few cases in `make test`), with FUZZ_CASES generated inputs each:
 # a few seconds per target. Seeds and past findings: fuzz/corpus/.
-FUZZ_CASES ?= 3000
+FUZZ_CASES ?= 20000
 fuzz:
 	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p scalebench --test fuzz
 	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p haystack-testserver --test fuzz

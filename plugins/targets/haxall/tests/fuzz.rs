@@ -61,7 +61,8 @@ fn corpus_is_read() {
     for (name, text) in corpus("zinc") {
         check(&text);
         let read = match name.rsplit_once('.').map(|(_, ext)| ext) {
-            Some("txt") => parse_datetime(&text).is_some(),
+            // bad-*: a date-time once read as another instant; now refused.
+            Some("txt") => parse_datetime(&text).is_some() != name.starts_with("bad-"),
             Some("zinc") | Some("json") if name.starts_with("err-") => ingest_answer(text.as_bytes()).is_err(),
             Some("zinc") => ingest_answer(text.as_bytes()).is_ok(),
             _ => his_read_answer(text.as_bytes(), |_, _| ()).is_ok(),
