@@ -8,7 +8,7 @@ CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CARGO_TARGET_DIR
 RUN_ARGS ?= --steps 1k,2.5k --warmup 10s --soak 30s
 
-.PHONY: setup setup-run run test bench bench-smoke lint
+.PHONY: setup setup-run run test fuzz bench bench-smoke lint
 
 setup:
 	./scripts/setup.sh
@@ -23,6 +23,15 @@ test: setup
 	./scripts/dockerd.sh start
 	cargo test --release --workspace
 	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release
+
+# The fuzz targets of every parser that reads outside input (each also
+# runs a few cases in `make test`), with FUZZ_CASES generated inputs each:
+# a few seconds per target. Seeds and past findings: fuzz/corpus/.
+FUZZ_CASES ?= 20000
+fuzz:
+	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p scalebench --test fuzz
+	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p haystack-testserver --test fuzz
+	cd plugins && SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release -p haxall --test fuzz
 
 # Every benchmark in a short mode (a few minutes); figures in results/bench/.
 bench: setup

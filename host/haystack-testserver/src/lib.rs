@@ -161,7 +161,13 @@ fn decode(body: &Bytes, headers: &HeaderMap) -> Result<HGrid, String> {
     let json = ct.starts_with("application/json") || ct.starts_with("application/vnd.haystack+json");
     let mime = if json { "application/json" } else { "text/zinc" };
     let text = std::str::from_utf8(body).map_err(|_| "request body is not UTF-8".to_string())?;
-    codec_for(mime).expect("built-in codec").decode_grid(text).map_err(|e| format!("cannot decode request grid: {e}"))
+    // rusty-haystack-core's Zinc decoder panics on some malformed grids (a
+    // multi-byte character where a date-time's seconds stand): a bad request
+    // gets an error grid, never a dropped connection.
+    let codec = codec_for(mime).expect("built-in codec");
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| codec.decode_grid(text)))
+        .map_err(|_| format!("cannot decode request grid: it is not valid {mime}"))?
+        .map_err(|e| format!("cannot decode request grid: {e}"))
 }
 
 /// The instant to the millisecond, as Haystack servers write times.
@@ -267,10 +273,13 @@ async fn about(State(state): State<Shared>, headers: HeaderMap) -> Response {
                 Some(Handshake::Hello(user, _)) => {
                     // client-first: n,,n=<user>,r=<nonce>
                     let bare = msg.strip_prefix("n,,").unwrap_or("");
+                    // The user name as sent (still escaped) and as meant.
+                    let mut raw_name = "";
                     let mut name = None;
                     let mut nonce = None;
                     for part in bare.split(',') {
                         if let Some(v) = part.strip_prefix("n=") {
+                            raw_name = v;
                             name = Some(v.replace("=2C", ",").replace("=3D", "="));
                         } else if let Some(v) = part.strip_prefix("r=") {
                             nonce = Some(v.to_string());
@@ -282,8 +291,7 @@ async fn about(State(state): State<Shared>, headers: HeaderMap) -> Response {
                     if name != user || name != auth.user {
                         return respond(StatusCode::FORBIDDEN, &err_grid("authentication failed"), &headers);
                     }
-                    let (hs, first_std) =
-                        server_first_message(&bare[2..bare.find(",r=").unwrap_or(2)], &nonce, &auth.creds);
+                    let (hs, first_std) = server_first_message(raw_name, &nonce, &auth.creds);
                     let first = STANDARD.decode(first_std).expect("core writes base64");
                     auth.handshakes.lock().insert(token.clone(), Handshake::First(hs, Instant::now()));
                     unauthorized(format!(

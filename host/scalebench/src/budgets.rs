@@ -107,7 +107,8 @@ fn parse_rules(v: serde_json::Value, file: &Path) -> Result<StepRules, UsageErro
     let file = file.display();
     let rules: StepRules = serde_json::from_value(v).map_err(|e| {
         UsageError(format!(
-            "{file}: `step_rules`: {e}\nhint: the step rules look like {RULES_SHAPE} (limits in seconds)"
+            "{file}: `step_rules`: {}\nhint: the step rules look like {RULES_SHAPE} (limits in seconds)",
+            crate::serde_words::user_words(&e.to_string())
         ))
     })?;
     for (name, r) in [("ack_latency_p99", &rules.ack_latency_p99), ("silence", &rules.silence)] {
@@ -166,6 +167,76 @@ impl<'de> Deserialize<'de> for Entries {
     }
 }
 
+/// Any JSON with no object that gives a key twice; the error names the key
+/// and what it is (a probe set, a probe, a field) by where it stands.
+struct NoDuplicates;
+
+impl<'de> Deserialize<'de> for NoDuplicates {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NoDuplicates, D::Error> {
+        d.deserialize_any(Walk { parent: None, grandparent: None })
+    }
+}
+
+/// A value inside the object keyed `parent`, itself keyed `grandparent`.
+#[derive(Clone, Copy)]
+struct Walk<'a> {
+    parent: Option<&'a str>,
+    grandparent: Option<&'a str>,
+}
+
+impl<'de> de::DeserializeSeed<'de> for Walk<'_> {
+    type Value = NoDuplicates;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<NoDuplicates, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = NoDuplicates;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NoDuplicates, A::Error> {
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                let what = match (self.grandparent, self.parent) {
+                    (_, Some("probe_sets")) => "probe set",
+                    (_, Some("probes")) | (Some("probe_sets"), _) => "probe",
+                    (_, Some("step_rules")) => "step rule",
+                    _ => "field",
+                };
+                return Err(de::Error::custom(format!("{what} `{key}` is given twice")));
+            }
+            map.next_value_seed(Walk { parent: Some(&key), grandparent: self.parent })?;
+            seen.insert(key);
+        }
+        Ok(NoDuplicates)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<NoDuplicates, A::Error> {
+        while seq.next_element_seed(Walk { parent: None, grandparent: None })?.is_some() {}
+        Ok(NoDuplicates)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+    fn visit_unit<E>(self) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates)
+    }
+}
+
 const SHAPE: &str = r#"{"probes": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}"#;
 const SETS_SHAPE: &str =
     r#"{"probe_sets": {"<probe set>": {"<probe name>": {"budget_s": 1.0, "source": "provisional", "note": "..."}}}}"#;
@@ -194,6 +265,18 @@ impl Budgets {
         let mut value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             usage(format!("{} is not valid JSON: {e}\nhint: the file looks like {SETS_SHAPE}", path.display()))
         })?;
+        // Checked on the text: the forms below go through a JSON value,
+        // which keeps only the last of two equal keys.
+        if let Err(e) = serde_json::from_str::<NoDuplicates>(text) {
+            let msg = e.to_string();
+            let msg = msg.strip_suffix(&format!(" at line {} column {}", e.line(), e.column())).unwrap_or(&msg);
+            return Err(usage(format!(
+                "{}: {msg} (line {}, column {})\nhint: give each probe set, probe and rule once",
+                path.display(),
+                e.line(),
+                e.column()
+            )));
+        }
         let Some(rules) = value.as_object_mut().and_then(|o| o.remove("step_rules")) else {
             return Budgets::parse_probes(text, &value, path);
         };
@@ -281,7 +364,7 @@ impl Budgets {
 /// The message for a file that is JSON but not a budgets file: what is wrong,
 /// where (probe, line), and a hint.
 fn describe(file: &str, value: &serde_json::Value, e: &serde_json::Error) -> String {
-    let mut msg = e.to_string();
+    let mut msg = crate::serde_words::user_words(&e.to_string());
     let loc = format!(" at line {} column {}", e.line(), e.column());
     if let Some(stripped) = msg.strip_suffix(&loc) {
         msg = stripped.to_string();
@@ -306,7 +389,7 @@ fn describe(file: &str, value: &serde_json::Value, e: &serde_json::Error) -> Str
     // Name the probe: the first entry that does not parse on its own.
     for (name, entry) in entries {
         if let Err(pe) = serde_json::from_value::<Budget>(entry.clone()) {
-            let pmsg = pe.to_string();
+            let pmsg = crate::serde_words::user_words(&pe.to_string());
             let hint = if let Some(field) = unknown_field(&pmsg) {
                 if field.contains("ms") || field.contains("budget") || field.contains("sec") || field.contains("limit")
                 {
@@ -427,7 +510,7 @@ mod tests {
             );
         }
         let e = parse(r#"{"probes": {"x": {"budget_s": "1"}}}"#).unwrap_err();
-        assert!(e.contains("probe `x`: invalid type: string \"1\", expected f64"), "{e}");
+        assert!(e.contains("probe `x`: invalid type: string \"1\", expected a number"), "{e}");
         let e = parse(r#"{"probes": {"x": {"source": "y"}}}"#).unwrap_err();
         assert!(e.contains("probe `x`: missing field `budget_s`") && e.contains("hint:"), "{e}");
         let e = parse(r#"{"probes": {"x": {"budget_s": 1e999}}}"#).unwrap_err();
@@ -454,6 +537,16 @@ mod tests {
         assert!(e.contains("probe set `a`") && e.contains("probe `x`") && e.contains("budget_ms"), "{e}");
         let e = parse(r#"{"probe_sets": {}, "probes": {}}"#).unwrap_err();
         assert!(e.contains("unknown field `probes`"), "{e}");
+        // Found by the fuzz target: the forms read through a JSON value kept
+        // only the last of two equal keys.
+        for twice in [
+            r#"{"probe_sets": {"a": {"x": {"budget_s": 1}, "x": {"budget_s": 2}}}}"#,
+            r#"{"probe_sets": {"a": {}, "a": {"x": {"budget_s": 2}}}}"#,
+            r#"{"step_rules": {}, "probes": {"x": {"budget_s": 1}, "x": {"budget_s": 2}}}"#,
+        ] {
+            let e = parse(twice).unwrap_err();
+            assert!(e.contains("is given twice") && e.contains("hint:"), "{e}");
+        }
         let e = parse(r#"{"probe_sets": []}"#).unwrap_err();
         assert!(e.contains("`probe_sets` must be an object"), "{e}");
     }

@@ -48,6 +48,7 @@ pub mod probes;
 pub mod progress;
 pub mod report;
 pub mod results;
+pub mod serde_words;
 pub mod services;
 pub mod stack;
 pub mod storage;

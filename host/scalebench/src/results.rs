@@ -525,8 +525,15 @@ impl RunResult {
 
     pub fn load(path: &Path) -> anyhow::Result<RunResult> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{} is not a scalebench ladder result: {e}", path.display()))
+        RunResult::parse(&text, path)
+    }
+
+    /// Read a result file's text; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> anyhow::Result<RunResult> {
+        serde_json::from_str(text).map_err(|e| {
+            let e = crate::serde_words::user_words(&e.to_string());
+            anyhow::anyhow!("{} is not a scalebench ladder result: {e}", path.display())
+        })
     }
 
     pub fn path_in(dir: &Path, run_id: &str) -> PathBuf {

@@ -75,7 +75,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !(secs.is_finite() && secs >= 0.0) {
         return Err(format!("`{t}` is not a valid duration"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // `from_secs_f64` panics past about 585 billion years.
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{t}` is too long a duration (examples: 500ms, 30s, 15m, 1h)"))
 }
 
 #[cfg(test)]
@@ -92,6 +94,8 @@ mod tests {
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5 parsecs").is_err());
+        // Found by the fuzz target: panicked in Duration::from_secs_f64.
+        assert!(parse_duration("99999999999999999999h").unwrap_err().contains("too long"));
         assert_eq!(parse_point_list("100k,1M,5k").unwrap(), vec![100_000, 1_000_000, 5_000]);
         assert!(parse_point_list("1k,x").unwrap_err().contains("`x`"));
     }

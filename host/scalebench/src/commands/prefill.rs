@@ -208,7 +208,7 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
             let mut http = BTreeMap::new();
             for s in &args.service {
                 let (name, url) = crate::stack::parse_service(s).map_err(usage)?;
-                let (h, p) = crate::stack::url_host_port(&url);
+                let (h, p) = crate::stack::url_host_port(&url).map_err(usage)?;
                 crate::guard::check_endpoint("HTTP service", &h, p, &args.live_host)?;
                 http.insert(name, url);
             }

@@ -259,7 +259,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
         for svc in &ext.service {
             let url = svc.split_once('=').map(|(_, u)| u).unwrap_or(svc);
-            let (h, p) = stack::url_host_port(url);
+            let (h, p) = stack::url_host_port(url).map_err(usage)?;
             crate::guard::check_endpoint("HTTP service", &h, p, live_host)?;
         }
     }

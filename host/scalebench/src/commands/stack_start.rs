@@ -75,7 +75,10 @@ pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String
     let cpus = parts
         .next()
         .filter(|c| !c.is_empty())
-        .map(|c| c.parse::<f64>().map_err(|_| format!("--cap {s}: `{c}` is not a CPU count")))
+        .map(|c| match c.parse::<f64>() {
+            Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+            _ => Err(format!("--cap {s}: `{c}` is not a CPU count (a number above 0, e.g. 2 or 0.5)")),
+        })
         .transpose()?;
     let mem = parts
         .next()

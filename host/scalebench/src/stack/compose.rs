@@ -117,8 +117,9 @@ pub fn parse_bytes(s: &str) -> Option<i64> {
         'g' => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    let v: f64 = num.parse().ok()?;
-    (v > 0.0).then_some((v * mult as f64) as i64)
+    let bytes = num.parse::<f64>().ok()? * mult as f64;
+    // `as i64` would saturate: 1e20 bytes or `inf` is no size, not i64::MAX.
+    (bytes >= 1.0 && bytes < i64::MAX as f64).then_some(bytes as i64)
 }
 
 fn single(v: &dc::SingleValue) -> String {
@@ -160,7 +161,7 @@ pub fn load(
     let text = interpolate(&text, env);
     let parsed: dc::Compose = serde_yaml::from_str(&text).map_err(|e| {
         invalid(
-            format!("not a compose file scalebench understands: {e}"),
+            format!("not a compose file scalebench understands: {}", crate::serde_words::user_words(&e.to_string())),
             "check its YAML against the files in compose/",
         )
     })?;

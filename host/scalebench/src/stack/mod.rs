@@ -186,13 +186,26 @@ pub fn parse_service(s: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), url.to_string()))
 }
 
-/// Host and port of an `http://host[:port][/path]` base URL (port 80 when none).
-pub fn url_host_port(url: &str) -> (String, u16) {
-    let hostport = url.trim().trim_start_matches("http://").split('/').next().unwrap_or("");
-    hostport
-        .rsplit_once(':')
-        .map(|(h, p)| (h.to_string(), p.parse::<u16>().unwrap_or(80)))
-        .unwrap_or((hostport.to_string(), 80))
+/// Host and port of an `http://[user@]host[:port][/path][?query][#fragment]`
+/// base URL (port 80 when none), as an HTTP client connects to them: the
+/// isolation guard checks this port, so a port that does not read is an
+/// error, never a silent 80.
+pub fn url_host_port(url: &str) -> Result<(String, u16), String> {
+    let rest = url.trim().trim_start_matches("http://");
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    // An IPv6 host is bracketed: its colons are not the port's.
+    let split = match hostport.find(']') {
+        Some(end) if hostport.starts_with('[') => (&hostport[..=end], hostport[end + 1..].strip_prefix(':')),
+        _ => hostport.rsplit_once(':').map_or((hostport, None), |(h, p)| (h, Some(p))),
+    };
+    match split {
+        (h, None | Some("")) => Ok((h.to_string(), 80)),
+        (h, Some(p)) => match p.parse::<u16>() {
+            Ok(port) => Ok((h.to_string(), port)),
+            Err(_) => Err(format!("{url}: `{p}` is not a port number (0 to 65535); give http://host:port")),
+        },
+    }
 }
 
 /// Parse `mqtt://host:port` (or `host:port`).

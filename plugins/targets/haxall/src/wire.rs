@@ -491,7 +491,7 @@ fn meta_names(line: &str) -> Vec<(String, Option<String>)> {
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
         if c == '"' {
-            skip_string(&mut chars);
+            zinc::read_str(&mut chars);
             continue;
         }
         if !(c.is_ascii_lowercase()) {
@@ -511,7 +511,7 @@ fn meta_names(line: &str) -> Vec<(String, Option<String>)> {
             chars.next();
             if chars.peek() == Some(&'"') {
                 chars.next();
-                val = Some(skip_string(&mut chars));
+                val = Some(zinc::read_str(&mut chars));
             } else {
                 while chars.peek().is_some_and(|d| !d.is_whitespace()) {
                     chars.next();
@@ -521,23 +521,6 @@ fn meta_names(line: &str) -> Vec<(String, Option<String>)> {
         out.push((name, val));
     }
     out
-}
-
-/// Read a Zinc string after its opening quote; its text, unescaped enough to show.
-fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> String {
-    let mut s = String::new();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                if let Some(n) = chars.next() {
-                    s.push(if n == 'n' { '\n' } else { n });
-                }
-            }
-            '"' => break,
-            _ => s.push(c),
-        }
-    }
-    s
 }
 
 #[cfg(test)]

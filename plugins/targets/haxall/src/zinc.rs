@@ -77,7 +77,11 @@ pub fn parse_datetime(s: &str) -> Option<i64> {
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    // Digits only: `parse` alone would take a sign (`2024-+5-01`).
+    let num = |r: std::ops::Range<usize>| {
+        let t = s.get(r)?;
+        t.bytes().all(|b| b.is_ascii_digit()).then(|| t.parse::<i64>().ok())?
+    };
     let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
     let mut i = 19;
     let mut frac_ms = 0i64;
@@ -99,6 +103,9 @@ pub fn parse_datetime(s: &str) -> Option<i64> {
         c @ (b'+' | b'-') => {
             let oh = num(i + 1..i + 3)?;
             let om = num(i + 4..i + 6)?;
+            if oh > 14 || om > 59 {
+                return None;
+            }
             let o = oh * 60 + om;
             if *c == b'-' {
                 -o
@@ -108,7 +115,15 @@ pub fn parse_datetime(s: &str) -> Option<i64> {
         }
         _ => return None,
     };
+    // A field out of range (month 13, 25 o'clock, February 30th) is no
+    // instant: refused, never wrapped into another one.
+    if !(1..=12).contains(&mo) || h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
     let days = days_from_civil(y, mo as u32, d as u32);
+    if d < 1 || civil_from_days(days) != (y, mo as u32, d as u32) {
+        return None;
+    }
     Some(((days * 86_400 + h * 3600 + mi * 60 + sec) - offset_min * 60) * 1000 + frac_ms)
 }
 
@@ -130,6 +145,33 @@ pub fn write_str(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+/// A Zinc Str literal's text, read after its opening quote up to the closing
+/// one: the inverse of [`write_str`] (`\n`, `\r`, `\t`, `\uXXXX`, and any
+/// other escaped character as itself).
+pub fn read_str(chars: &mut impl Iterator<Item = char>) -> String {
+    let mut s = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => s.push('\n'),
+                Some('r') => s.push('\r'),
+                Some('t') => s.push('\t'),
+                Some('b') => s.push('\u{8}'),
+                Some('f') => s.push('\u{c}'),
+                Some('u') => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    s.extend(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32));
+                }
+                Some(e) => s.push(e),
+                None => break,
+            },
+            '"' => break,
+            c => s.push(c),
+        }
+    }
+    s
 }
 
 /// Is `c` allowed in a Haystack Ref id?
@@ -209,28 +251,7 @@ pub fn error_grid(body: &str) -> Option<String> {
         return None;
     }
     // The dis:"..." text, if any.
-    let dis = first.find("dis:\"").map(|at| {
-        let rest = &first[at + 5..];
-        let mut out = String::new();
-        let mut esc = false;
-        for c in rest.chars() {
-            if esc {
-                out.push(match c {
-                    'n' => '\n',
-                    't' => '\t',
-                    c => c,
-                });
-                esc = false;
-            } else if c == '\\' {
-                esc = true;
-            } else if c == '"' {
-                break;
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    });
+    let dis = first.find("dis:\"").map(|at| read_str(&mut first[at + 5..].chars()));
     Some(dis.unwrap_or_else(|| "error grid without dis".into()))
 }
 
