@@ -108,15 +108,18 @@ fn edited(seed: &str, edits: &[(u8, Index, usize)]) -> String {
                     m.remove(&key.replace("~1", "/").replace("~0", "~"));
                 }
                 Some(Value::Array(a)) => {
-                    a.remove(key.parse::<usize>().unwrap());
+                    if let Some(i) = key.parse::<usize>().ok().filter(|i| *i < a.len()) {
+                        a.remove(i);
+                    }
                 }
                 _ => {}
             },
             _ => {
                 if let Some(Value::Array(a)) = v.pointer_mut(parent) {
-                    let i: usize = key.parse().unwrap();
-                    let x = a[i].clone();
-                    a.insert(i, x);
+                    if let Some(i) = key.parse::<usize>().ok().filter(|i| *i < a.len()) {
+                        let x = a[i].clone();
+                        a.insert(i, x);
+                    }
                 }
             }
         }
