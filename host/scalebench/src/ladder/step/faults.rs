@@ -1,7 +1,8 @@
 //! Calibration faults of a step (`--kill`, `--freeze`): due at a time of
-//! load, injected on time even while the step's loop waits on a slow sample
-//! (a database under load can take seconds to answer a count), thawed on
-//! time, and recorded with the time they actually happened, so a verdict can
+//! load. Freezes go in and thaw on time even while the step's loop waits on
+//! a slow sample (a database under load can take seconds to answer a
+//! count); kills go in at the loop's next turn, right after it supervised
+//! the stack (so the last cycle's victim is back). All are recorded with the time they actually happened, so a verdict can
 //! be checked against what was done rather than what was asked.
 
 use std::future::Future;
@@ -56,12 +57,28 @@ impl FaultClock {
     /// pattern (`nats-*`) signals every service it matches at the same
     /// instant: a whole cluster crashes at once.
     pub(super) fn tick(&mut self, stack: &mut dyn StackDriver) {
+        self.tick_some(stack, true)
+    }
+
+    /// `kills`: kills are injected too. Only the step's loop injects them,
+    /// right after it supervised the stack: a service killed by the last
+    /// cycle is back before the next kill (a kill of a service still down,
+    /// or still starting, is no crash at all).
+    fn tick_some(&mut self, stack: &mut dyn StackDriver, kills: bool) {
         let now = Instant::now();
+        // Kill cycles that fell due together (the loop was held up) go in
+        // one per turn: the second would find the service still down.
+        let mut killed: Vec<String> = Vec::new();
         let mut i = 0;
         while i < self.pending.len() {
-            if now < self.pending[i].0 {
+            let (at, pattern, kind) = &self.pending[i];
+            let is_kill = matches!(kind, FaultKind::Kill);
+            if now < *at || (is_kill && (!kills || killed.contains(pattern))) {
                 i += 1;
                 continue;
+            }
+            if is_kill {
+                killed.push(pattern.clone());
             }
             let (_, pattern, kind) = self.pending.remove(i);
             let services = match matching(&pattern, &stack.signal_names()) {
@@ -103,7 +120,8 @@ impl FaultClock {
         }
     }
 
-    /// Await `fut` while keeping the faults on time.
+    /// Await `fut` while keeping freezes and thaws on time (kills wait for
+    /// the loop: see `tick_some`).
     pub(super) async fn during<F: Future>(&mut self, stack: &mut dyn StackDriver, fut: F) -> F::Output {
         tokio::pin!(fut);
         loop {
@@ -112,7 +130,7 @@ impl FaultClock {
             }
             tokio::select! {
                 out = &mut fut => return out,
-                _ = tokio::time::sleep(TICK) => self.tick(stack),
+                _ = tokio::time::sleep(TICK) => self.tick_some(stack, false),
             }
         }
     }
