@@ -539,6 +539,14 @@ impl RunResult {
     pub fn path_in(dir: &Path, run_id: &str) -> PathBuf {
         dir.join(format!("{run_id}-ladder.json"))
     }
+
+    /// The result file a run wrote into `dir` (a directory of one run), if any.
+    pub fn find_in(dir: &Path) -> Option<PathBuf> {
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
+    }
 }
 
 /// A run id: UTC time, `20261130T140000Z`.

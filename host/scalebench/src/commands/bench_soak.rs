@@ -123,13 +123,7 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
     }
     // The soak's span, as the run's result gives it (the stack's start and
     // stop are not load); every look when there is no result.
-    let result = std::fs::read_dir(&results)
-        .ok()
-        .and_then(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path())).find(|p| p.to_string_lossy().ends_with("-ladder.json"))
-        })
-        .map(|file| RunResult::load(&file))
-        .transpose()?;
+    let result = RunResult::find_in(&results).map(|file| RunResult::load(&file)).transpose()?;
     let soak = result.as_ref().and_then(|r| r.steps.first()).map(|s| {
         let t0 = s.series.start_unix_s as f64;
         (t0 + s.series.soak_from_s, t0 + s.series.load_end_s)

@@ -36,11 +36,8 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
     if !status.success() {
         eprintln!("bench stacks: the --stack {stack} run ended with {status}; its measured steps are shown");
     }
-    let file: PathBuf = std::fs::read_dir(&results)
-        .with_context(|| format!("the --stack {stack} run wrote no results"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
-        .with_context(|| format!("the --stack {stack} run wrote no result file"))?;
+    let file: PathBuf =
+        RunResult::find_in(&results).with_context(|| format!("the --stack {stack} run wrote no result file"))?;
     RunResult::load(&file)
 }
 
