@@ -760,7 +760,9 @@ pub struct FaultFlags {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_nats_node_after: Option<Duration>,
     /// Crash test: SIGKILL a local stack service this long into each step's
-    /// load, as SERVICE:DURATION (e.g. mosquitto:15s); repeatable.
+    /// load, as SERVICE:DURATION (e.g. mosquitto:15s); repeatable. A SERVICE
+    /// with `*` kills every service it matches at the same instant
+    /// (`nats-*:15s`: the whole cluster).
     #[arg(long, value_name = "SERVICE:DURATION", value_parser = parse_kill)]
     pub kill: Vec<Fault>,
     /// Calibration: freeze a local stack service with SIGSTOP, as
