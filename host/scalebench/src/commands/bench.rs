@@ -434,7 +434,10 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
     println!("Goals: <= 2 us generator CPU per acked message; <= 300 MB peak RSS at 1M points, with the broker keeping up and frozen, latency recorded.");
 }
 
-/// Plain async-nats: pre-built payloads, no pacing. JetStream with up to
+/// Plain async-nats: pre-built payloads, no pacing, to the subjects
+/// scalebench publishes to (the adapter's address of every point, in the
+/// schedule's order: the server's cost grows with the subjects it sees, so
+/// a baseline cycling over a few would not send the same messages). JetStream with up to
 /// `window` acks outstanding (the same window scalebench uses). With
 /// `header`, each message also carries the one header scalebench sets (the
 /// same messages as scalebench's): the gap between the two plain arms is
@@ -444,6 +447,7 @@ async fn plain_nats(
     url: &str,
     jetstream: bool,
     seconds: f64,
+    subjects: &[Arc<str>],
     payload: bytes::Bytes,
     window: usize,
     header: bool,
@@ -451,15 +455,15 @@ async fn plain_nats(
     use futures::StreamExt;
     let client = crate::transport::nats::connect(url).await?;
     let js = async_nats::jetstream::new(client.clone());
-    let subjects: Vec<String> = (0..1000).map(|e| format!("scale.readings.s0.e{e}.temp1")).collect();
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs_f64(seconds);
-    let mut n = 0u64;
+    let (mut n, mut sent) = (0u64, 0usize);
     let mut outstanding = futures::stream::FuturesUnordered::new();
     let ts_s = crate::clock::now_ms().div_euclid(1000);
     while Instant::now() < end {
         for _ in 0..256 {
-            let subject = subjects[(n % 1000) as usize].clone();
+            let subject = subjects[sent % subjects.len()].to_string();
+            sent += 1;
             if jetstream {
                 while outstanding.len() >= window {
                     if let Some(r) = outstanding.next().await {
@@ -548,7 +552,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                         0,
                     )
                     .await?;
-                    let r = plain_nats(&url, jetstream, seconds, payload.clone(), 256, header).await;
+                    let r = plain_nats(&url, jetstream, seconds, &addresses, payload.clone(), 256, header).await;
                     crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
                     r.map(|(n, wall)| n as f64 / wall)
                 })
