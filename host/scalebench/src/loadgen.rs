@@ -106,6 +106,10 @@ pub struct ProducerReport {
     pub readings_offered: u64,
     /// Readings handed over, by wall-clock second of hand-over (Unix s).
     pub offered_by_wall_second: BTreeMap<i64, u64>,
+    /// Readings handed over, by second of payload ts (the schedule's
+    /// second): what each second's outcomes (ok, lost, unknown) add up to.
+    #[serde(default)]
+    pub offered_by_second: BTreeMap<i64, u64>,
     /// Seconds the producer waited because the transport's channels were
     /// full: the transport (and behind it the SUT) did not take the load.
     pub channel_wait_s: f64,
@@ -212,6 +216,8 @@ pub fn produce(
     let mut next_canary_ms = start_ms;
     let mut offered = 0u64;
     let mut offered_by_wall_second: BTreeMap<i64, u64> = BTreeMap::new();
+    let mut offered_by_second: BTreeMap<i64, u64> = BTreeMap::new();
+    let mut batch_seconds: Vec<(i64, u64)> = Vec::new();
     let mut waited = Duration::ZERO;
     let mut slots = 0u64;
     let mut stopped_early = false;
@@ -295,10 +301,14 @@ pub fn produce(
                 }
                 let b = std::mem::take(batch);
                 let readings = std::mem::take(carried);
+                by_payload_second(&b, &mut batch_seconds);
                 match send_until(&senders[c], b, stop, end_instant, &mut waited, Some((due, live))) {
                     Sent::Yes => {
                         offered += readings;
                         *offered_by_wall_second.entry(now_ms().div_euclid(1000)).or_default() += readings;
+                        for (sec, n) in batch_seconds.drain(..) {
+                            *offered_by_second.entry(sec).or_default() += n;
+                        }
                         live.readings_offered.fetch_add(readings, Ordering::Relaxed);
                         if c == 0 {
                             live.canaries.lock().unwrap().append(&mut canaries_in_batch);
@@ -341,6 +351,7 @@ pub fn produce(
         readings_scheduled: scheduled_in_share(spec.points, spec.interval, spec.duration, spec.share),
         readings_offered: offered,
         offered_by_wall_second,
+        offered_by_second,
         channel_wait_s: waited.as_secs_f64(),
         slots,
         behind_max_s: behind_max_ms as f64 / 1e3,
@@ -353,6 +364,20 @@ pub fn produce(
         stopped_early,
         cut_at_wall_end,
     })
+}
+
+/// The readings a batch carries, by second of payload ts, into `out`
+/// (cleared first; a slot's readings fall in one or two seconds).
+fn by_payload_second(batch: &Batch, out: &mut Vec<(i64, u64)>) {
+    out.clear();
+    for m in batch {
+        if let Carries::Readings { n, ts_s } = m.carries {
+            match out.iter_mut().find(|(s, _)| *s == ts_s) {
+                Some((_, k)) => *k += n as u64,
+                None => out.push((ts_s, n as u64)),
+            }
+        }
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -225,6 +225,16 @@ pub struct Series {
     /// Intended-time ack latency p99 of the acks that arrived in the
     /// second, seconds; None where nothing was acknowledged.
     pub ack_latency_p99_s: Vec<Option<f64>>,
+    /// The step's outcomes ([`Outcomes`]) by second of payload ts (index k
+    /// is the schedule's second `start_unix_s + k`): readings acked and
+    /// stored, acked and never stored, and never answered. ok and lost are
+    /// None where the stored count was not measured (never zeros).
+    #[serde(default)]
+    pub ok_by_payload: Option<Vec<u64>>,
+    #[serde(default)]
+    pub lost_by_payload: Option<Vec<u64>>,
+    #[serde(default)]
+    pub unknown_by_payload: Vec<u64>,
 }
 
 /// One canary's life.

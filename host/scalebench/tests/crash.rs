@@ -150,6 +150,16 @@ fn a_postgres_kill_under_an_asynchronous_commit_ingest_is_classified_and_not_com
     if n(&o["lost"]) > 0 {
         assert!(s["reasons"].to_string().contains("data loss"), "{}", s["reasons"]);
     }
+    // Per second of payload time, the same classes; the loss lies in the
+    // seconds just before the kill (commits not yet flushed).
+    let lost = per_second_outcomes_add_up(s);
+    let at = kills[0]["at_load_s"].as_f64().unwrap().floor() as usize;
+    for (k, n) in lost.iter().enumerate() {
+        assert!(
+            *n == 0 || (at.saturating_sub(3)..=at + 1).contains(&k),
+            "{n} lost in second {k}, the kill at {at}: {lost:?}"
+        );
+    }
     let d = &s["durability"];
     assert_eq!(d["ingest_synchronous_commit"], "off", "{d}");
     assert_eq!(d["comparable"], false, "{d}");
@@ -157,4 +167,22 @@ fn a_postgres_kill_under_an_asynchronous_commit_ingest_is_classified_and_not_com
         "postgres kill under synchronous_commit=off: offered {offered}, ok {}, lost {}, unknown {}, refused {}",
         o["ok"], o["lost"], o["unknown"], o["refused"]
     );
+}
+
+/// The step's outcomes by second of payload time sum to the step's counts;
+/// returns the lost readings by second.
+fn per_second_outcomes_add_up(s: &serde_json::Value) -> Vec<u64> {
+    let v = |k: &str| -> Vec<u64> {
+        s["series"][k]
+            .as_array()
+            .unwrap_or_else(|| panic!("no series.{k}: {}", s["series"]))
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect()
+    };
+    for k in ["ok", "lost", "unknown"] {
+        let by_second = v(&format!("{k}_by_payload"));
+        assert_eq!(by_second.iter().sum::<u64>(), s["outcomes"][k].as_u64().unwrap(), "{k} by second: {by_second:?}");
+    }
+    v("lost_by_payload")
 }

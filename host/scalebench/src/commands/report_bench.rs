@@ -167,6 +167,9 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                         refused: vec![0; n],
                         stored_by_payload: vec![per; n],
                         ack_latency_p99_s: vec![Some(0.004); n],
+                        ok_by_payload: Some(vec![per; n]),
+                        lost_by_payload: Some(vec![0; n]),
+                        unknown_by_payload: vec![0; n],
                     }
                 },
                 canaries: (0..((warmup_s + soak_s) / 2.0) as u64)

@@ -438,6 +438,9 @@ impl Workers {
                     for (sec, k) in &w.offered_by_wall_second {
                         *r.offered_by_wall_second.entry(*sec).or_default() += k;
                     }
+                    for (sec, k) in &w.offered_by_second {
+                        *r.offered_by_second.entry(*sec).or_default() += k;
+                    }
                     // Workers run side by side: the longest wait is the wall time.
                     r.channel_wait_s = r.channel_wait_s.max(w.channel_wait_s);
                     r.slots = r.slots.max(w.slots);

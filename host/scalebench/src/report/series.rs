@@ -128,6 +128,7 @@ mod tests {
                 refused: vec![0; 9],
                 stored_by_payload: vec![10; 9],
                 ack_latency_p99_s: vec![Some(0.01), Some(0.01), None, None, None, Some(3.0), Some(0.5), None, None],
+                ..Default::default()
             },
             canaries: vec![
                 CanaryRecord { seq: 1, sent_s: 1.0, lag_s: Some(0.1), outcome: "ok".into(), ..Default::default() },

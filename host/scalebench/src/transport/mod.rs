@@ -117,6 +117,9 @@ pub struct AckCounts {
     pub canary_acked_at: BTreeMap<u64, i64>,
     /// Readings refused, by wall-clock second the answer arrived.
     pub refused_by_arrival_second: BTreeMap<i64, u64>,
+    /// Readings refused, by second of payload ts.
+    #[serde(default)]
+    pub refused_by_second: BTreeMap<i64, u64>,
     /// Messages that ended: acknowledged, refused, or failed without an answer.
     pub settled_msgs: u64,
     /// Messages the SUT answered and refused (any payload).
@@ -156,9 +159,10 @@ impl AckCounts {
     pub fn record_refused(&mut self, carries: Carries, t: Timing, at_ms: i64, why: String) {
         self.settled_msgs += 1;
         self.refused_msgs += 1;
-        if let Carries::Readings { n, .. } = carries {
+        if let Carries::Readings { n, ts_s } = carries {
             self.readings_rejected += n as u64;
             *self.refused_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
+            *self.refused_by_second.entry(ts_s).or_default() += n as u64;
             self.latency.answered(t, n as u64, at_ms, false);
         }
         self.record_error(why);
@@ -210,6 +214,9 @@ impl AckCounts {
         self.readings_rejected += o.readings_rejected;
         self.errors += o.errors;
         self.canary_acked_at.extend(o.canary_acked_at.iter().map(|(k, v)| (*k, *v)));
+        for (s, n) in &o.refused_by_second {
+            *self.refused_by_second.entry(*s).or_default() += n;
+        }
         for (s, n) in &o.refused_by_arrival_second {
             *self.refused_by_arrival_second.entry(*s).or_default() += n;
         }

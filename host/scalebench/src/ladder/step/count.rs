@@ -21,7 +21,13 @@ pub(super) struct Counted {
 }
 
 /// The step's per-second series, second 0 being the load's first.
-pub(super) fn series(r: &ProducerReport, counts: &AckCounts, stored: &BTreeMap<i64, u64>, soak_from_ms: i64) -> Series {
+/// `stored` is None where the stored count was not measured.
+pub(super) fn series(
+    r: &ProducerReport,
+    counts: &AckCounts,
+    stored: Option<&BTreeMap<i64, u64>>,
+    soak_from_ms: i64,
+) -> Series {
     let start = r.start_ms.div_euclid(1000);
     let last_key = |m: &BTreeMap<i64, u64>| m.keys().next_back().copied().unwrap_or(start);
     let end = [
@@ -35,8 +41,21 @@ pub(super) fn series(r: &ProducerReport, counts: &AckCounts, stored: &BTreeMap<i
     .unwrap_or(start)
     .max(start);
     let per = |m: &BTreeMap<i64, u64>| (start..=end).map(|s| m.get(&s).copied().unwrap_or(0)).collect::<Vec<u64>>();
+    let empty = BTreeMap::new();
     let stored_in_load: BTreeMap<i64, u64> =
-        stored.range(start..r.end_ms.div_euclid(1000) + 1).map(|(k, v)| (*k, *v)).collect();
+        stored.unwrap_or(&empty).range(start..r.end_ms.div_euclid(1000) + 1).map(|(k, v)| (*k, *v)).collect();
+    let get = |m: &BTreeMap<i64, u64>, s: i64| m.get(&s).copied().unwrap_or(0);
+    // The same per-second arithmetic as the step's outcomes: ok is what
+    // was acked and stored, lost what was acked and not stored; readings
+    // of a second outside the load's window are not the step's.
+    let in_load = |s: i64| s * 1000 >= r.start_ms && s * 1000 < r.end_ms;
+    let acked = |s: i64| if in_load(s) { get(&counts.acked_by_second, s) } else { 0 };
+    let by_payload = |f: &dyn Fn(i64) -> u64| (start..=end).map(f).collect::<Vec<u64>>();
+    let ok_by_payload = stored.map(|_| by_payload(&|s| get(&stored_in_load, s).min(acked(s))));
+    let lost_by_payload = stored.map(|_| by_payload(&|s| acked(s).saturating_sub(get(&stored_in_load, s))));
+    let unknown_by_payload = by_payload(&|s| {
+        get(&r.offered_by_second, s).saturating_sub(get(&counts.acked_by_second, s) + get(&counts.refused_by_second, s))
+    });
     Series {
         start_unix_s: start,
         soak_from_s: (soak_from_ms - start * 1000) as f64 / 1e3,
@@ -46,6 +65,9 @@ pub(super) fn series(r: &ProducerReport, counts: &AckCounts, stored: &BTreeMap<i
         refused: per(&counts.refused_by_arrival_second),
         stored_by_payload: per(&stored_in_load),
         ack_latency_p99_s: (start..=end).map(|s| counts.latency.p99_in_second_s(s)).collect(),
+        ok_by_payload,
+        lost_by_payload,
+        unknown_by_payload,
     }
 }
 
@@ -150,7 +172,7 @@ pub(super) async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Dr
         stored_rps,
         broker,
         dropped,
-        series: series(r, &d.counts, &d.stored_by_second, soak_from_ms),
+        series: series(r, &d.counts, d.stored_error.is_none().then_some(&d.stored_by_second), soak_from_ms),
         ack_latency: ack_latency(&d.counts, soak_from_ms),
     })
 }

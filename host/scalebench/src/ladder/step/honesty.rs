@@ -17,6 +17,17 @@ fn show(step: &StepResult) -> String {
     format!("{:?}: {:#?}", step.status, step.reasons)
 }
 
+/// The per-second outcomes add up to the step's: every reading offered is
+/// in exactly one second's ok, lost, unknown or refused.
+fn assert_outcome_series_add_up(step: &StepResult) {
+    let (o, s) = (&step.outcomes, &step.series);
+    let sum = |v: &Option<Vec<u64>>| v.as_ref().map(|v| v.iter().sum::<u64>());
+    assert_eq!(sum(&s.ok_by_payload), Some(o.ok), "ok by second vs the step: {s:?}");
+    assert_eq!(sum(&s.lost_by_payload), Some(o.lost), "lost by second vs the step: {s:?}");
+    assert_eq!(s.unknown_by_payload.iter().sum::<u64>(), o.unknown, "unknown by second vs the step: {s:?}");
+    assert_eq!(o.ok + o.lost + o.unknown + o.refused, step.generator.offered, "{o:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sut_that_keeps_up_passes_with_everything_stored() {
     let sut = Arc::new(Sut::new());
@@ -25,6 +36,7 @@ async fn a_sut_that_keeps_up_passes_with_everything_stored() {
     assert!(step.ingest.acked > 0);
     assert_eq!(step.ingest.stored, step.ingest.acked);
     assert_eq!(step.lag.lost, 0);
+    assert_outcome_series_add_up(&step);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,6 +117,9 @@ async fn one_reading_in_50_dropped_fails_as_data_loss_counting_exactly_the_dropp
         "data loss names the {dropped} dropped: {}",
         show(&step)
     );
+    assert_outcome_series_add_up(&step);
+    let lost = step.series.lost_by_payload.as_ref().unwrap();
+    assert!(lost.iter().filter(|n| **n > 0).count() >= 3, "loss shows in the seconds it happened: {lost:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,6 +136,7 @@ async fn refused_readings_lead_the_verdict_with_their_exact_count_and_the_reason
         show(&step)
     );
     assert!(step.reasons.iter().all(|r| !r.starts_with("pushback")), "refusals are not pushback: {}", show(&step));
+    assert_outcome_series_add_up(&step);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,6 +150,8 @@ async fn a_stored_count_that_cannot_be_read_is_inconclusive_never_zero() {
         show(&step)
     );
     assert!(step.reasons.iter().all(|r| !r.starts_with("data loss")), "{}", show(&step));
+    assert_eq!(step.series.ok_by_payload, None, "unmeasured, never zeros");
+    assert_eq!(step.series.lost_by_payload, None, "unmeasured, never zeros");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -160,6 +160,7 @@ pub(super) async fn offer(
             readings_scheduled: 0,
             readings_offered: 0,
             offered_by_wall_second: BTreeMap::new(),
+            offered_by_second: BTreeMap::new(),
             channel_wait_s: 0.0,
             slots: 0,
             behind_max_s: 0.0,
