@@ -334,6 +334,7 @@ fn stalled_result() -> RunResult {
         refused: vec![0; load_s + drain_s],
         stored_by_payload: [vec![rate; load_s], vec![0; drain_s]].concat(),
         ack_latency_p99_s: latency,
+        ..Default::default()
     };
     s.canaries = (0..35u64)
         .map(|k| {
