@@ -113,7 +113,11 @@ fn a_sync_interval_the_server_cannot_take_is_refused_before_anything_starts() {
     assert!(e.contains("sync interval of `often`") && e.contains("always"), "{e}");
     let out = Command::new(bin()).args(ladder_args(dir.path(), &["--nats-sync-interval", "always"])).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--nats-sync-interval sets the built-in local NATS stack"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--nats-sync-interval sets the servers of a NATS stack scalebench starts"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
