@@ -8,8 +8,13 @@
 #   scripts/docker-images.sh [path/to/scalebench]
 #
 # Idempotent: an image that exists is kept (SCALE_REBUILD=1 rebuilds; the
-# historian image is rebuilt whenever the binary changed). The base rootfs
-# is cached in $SCALE_DOCKER_CACHE (default /var/tmp/scalebench-docker).
+# historian image is rebuilt whenever the binary changed, the nats image
+# whenever what goes into it did). The base rootfs is cached in
+# $SCALE_DOCKER_CACHE (default /var/tmp/scalebench-docker).
+#
+# The nats image runs Debian's nats-server (2.9), or the newer one
+# scripts/setup.sh installs ($SCALEBENCH_PY_DIR/bin/nats-server, 2.10+, which
+# knows JetStream's sync_interval) when it is there.
 # A user with a registry can point compose files at public images instead
 # (SCALE_IMAGE_PREFIX).
 set -euo pipefail
@@ -36,12 +41,34 @@ if ! have scale-base:bookworm || [ "${SCALE_REBUILD:-0}" = 1 ]; then
   docker import "$CACHE/rootfs.tar" scale-base:bookworm >/dev/null
 fi
 
-for name in mosquitto postgres nats; do
+for name in mosquitto postgres; do
   if ! have "scale-$name:bookworm" || [ "${SCALE_REBUILD:-0}" = 1 ]; then
     echo "images: scale-$name:bookworm" >&2
     docker build -q --network host -t "scale-$name:bookworm" "compose/images/$name" >/dev/null
   fi
 done
+
+# nats: Debian's server, with the newer static binary over it when setup
+# installed one; the label holds the checksum of what went in (Dockerfile,
+# entrypoint, binary), so a new binary or entrypoint rebuilds the image.
+NATS_BIN="${SCALEBENCH_PY_DIR:-/var/tmp/scalebench-py}/bin/nats-server"
+ctx=$(mktemp -d)
+cp compose/images/nats/Dockerfile compose/images/nats/entrypoint.sh "$ctx/"
+mkdir "$ctx/extra"
+nats_from="Debian's nats-server"
+if [ -x "$NATS_BIN" ] && "$NATS_BIN" --version >/dev/null 2>&1; then
+  cp "$NATS_BIN" "$ctx/extra/nats-server"
+  nats_from="$("$NATS_BIN" --version) from $NATS_BIN"
+fi
+# Never an empty directory: the legacy builder fails to export an empty COPY layer.
+echo "$nats_from" >"$ctx/extra/source"
+nats_sum=$(cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+if [ "$(docker image inspect -f '{{index .Config.Labels "scale.context"}}' scale-nats:bookworm 2>/dev/null || true)" != "$nats_sum" ] \
+  || [ "${SCALE_REBUILD:-0}" = 1 ]; then
+  echo "images: scale-nats:bookworm ($nats_from)" >&2
+  docker build -q --network host --label "scale.context=$nats_sum" -t scale-nats:bookworm "$ctx" >/dev/null
+fi
+rm -rf "$ctx"
 
 if [ ! -x "$BIN" ]; then
   echo "images: no scalebench binary at $BIN (build it: cargo build --release -p scalebench)" >&2

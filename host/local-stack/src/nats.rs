@@ -696,13 +696,28 @@ pub fn server_version(bin: Option<&Path>) -> Result<String, StackError> {
 fn version_of(bin: &Path) -> Option<String> {
     let out = std::process::Command::new(bin).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    text.split_whitespace()
-        .find(|w| w.starts_with('v') && w[1..].starts_with(|c: char| c.is_ascii_digit()))
-        .map(String::from)
+    version_in(&text)
 }
 
 /// `sync_interval` is "always" or a duration, and the server knows it (2.10+).
 fn check_sync_interval(sync: &str, bin: &Path, version: Option<&str>) -> Result<(), StackError> {
+    check_sync_value(sync)?;
+    if knows_sync_interval(version) {
+        return Ok(());
+    }
+    Err(StackError::InvalidOptions {
+        problem: format!(
+            "nats-server {} at {} does not know sync_interval (JetStream's disk sync setting came in 2.10)",
+            version.unwrap_or("of unknown version"),
+            bin.display()
+        ),
+        hint: "put a nats-server 2.10 or later first on PATH (scripts/setup.sh installs one under /var/tmp/scalebench-py/bin), or leave the sync interval at the server's default".into(),
+    })
+}
+
+/// `sync` reads as JetStream's `sync_interval`: "always" or a duration
+/// such as 10s.
+pub fn check_sync_value(sync: &str) -> Result<(), StackError> {
     let duration = sync.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     if sync != "always" && (duration.is_empty() || duration.parse::<f64>().is_err() || duration.len() == sync.len()) {
         return Err(StackError::InvalidOptions {
@@ -710,21 +725,25 @@ fn check_sync_interval(sync: &str, bin: &Path, version: Option<&str>) -> Result<
             hint: "give always (write every message to disk before acknowledging it) or a duration such as 10s".into(),
         });
     }
+    Ok(())
+}
+
+/// Does a nats-server of `version` ("v2.15.1", as `--version` prints it)
+/// know `sync_interval` (2.10 or later)? An unknown version does not.
+pub fn knows_sync_interval(version: Option<&str>) -> bool {
     let minor = |v: &str| -> Option<(u32, u32)> {
         let mut it = v.trim_start_matches('v').split('.');
         Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
     };
-    match version.and_then(minor) {
-        Some(v) if v >= (2, 10) => Ok(()),
-        _ => Err(StackError::InvalidOptions {
-            problem: format!(
-                "nats-server {} at {} does not know sync_interval (JetStream's disk sync setting came in 2.10)",
-                version.unwrap_or("of unknown version"),
-                bin.display()
-            ),
-            hint: "put a nats-server 2.10 or later first on PATH (scripts/setup.sh installs one under /var/tmp/scalebench-py/bin), or leave the sync interval at the server's default".into(),
-        }),
-    }
+    version.and_then(minor).is_some_and(|v| v >= (2, 10))
+}
+
+/// The version word of `nats-server --version`'s output ("nats-server:
+/// v2.9.10" gives "v2.9.10").
+pub fn version_in(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .find(|w| w.starts_with('v') && w[1..].starts_with(|c: char| c.is_ascii_digit()))
+        .map(String::from)
 }
 
 /// Locate nats-server: `given`, else PATH, then /usr/sbin/nats-server.

@@ -618,9 +618,11 @@ pub struct StackChoice {
     /// Local NATS stack: nodes (3 makes replicas = 3 real).
     #[arg(long, default_value_t = 1)]
     pub nodes: u32,
-    /// Local NATS stack: JetStream's sync interval, `always` (every message
-    /// on disk before its ack) or a duration; the server's default (2
-    /// minutes) when not given. Needs nats-server 2.10 or later.
+    /// NATS stack scalebench starts (local or docker): JetStream's sync
+    /// interval, `always` (every message on disk before its ack) or a
+    /// duration; the server's default (2 minutes) when not given. Needs
+    /// nats-server 2.10 or later (docker: in the image, which
+    /// scripts/docker-images.sh builds with the one scripts/setup.sh installs).
     #[arg(long, value_name = "always|DURATION")]
     pub nats_sync_interval: Option<String>,
 }

@@ -52,8 +52,13 @@ fn docker_ladder(extra: &[&str]) -> Run {
     let mut a = vec!["--stack", "docker"];
     a.extend_from_slice(extra);
     let run = run_ladder(&a);
-    // This run's own project (other tests may be starting theirs by now).
-    let e = stderr(&run.out);
+    assert_nothing_left(&stderr(&run.out));
+    run
+}
+
+/// The project a run's stderr `e` names left no container, network or
+/// volume behind (its own: other tests may be starting theirs by now).
+fn assert_nothing_left(e: &str) {
     let project = e
         .lines()
         .find_map(|l| l.strip_prefix("starting the docker stack ").and_then(|r| r.split_whitespace().next()))
@@ -61,7 +66,6 @@ fn docker_ladder(extra: &[&str]) -> Run {
         .to_string();
     let left = leftovers(&project);
     assert!(left.is_empty(), "the docker stack left these behind: {left:?}\n{e}");
-    run
 }
 
 #[test]
@@ -172,6 +176,46 @@ fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_d
     assert_eq!(s["ingest"]["stored"].as_u64().unwrap(), acked, "acked messages lost when a node died");
     assert!(s["containers"]["nats-1"]["restarts"].as_u64().unwrap() >= 1, "{}\n{}", s["containers"], stderr(&run.out));
     assert_eq!(s["containers"].as_object().unwrap().len(), 3);
+}
+
+// Every node of the Docker r=3 cluster SIGKILLed at one instant, as the
+// local crash tests do (tests/crash.rs, the same checks): the image runs the
+// nats-server scripts/setup.sh installed (2.15), so the sync interval can be
+// set; the driver restarts each container once.
+
+#[test]
+fn a_whole_docker_jetstream_cluster_killed_at_once_under_the_default_sync_is_classified() {
+    images();
+    let (_, log) = crate::crash::crash_the_whole_cluster(&["--stack", "docker"], None);
+    assert_nothing_left(&log);
+}
+
+#[test]
+fn a_whole_docker_jetstream_cluster_killed_at_once_under_sync_always_is_classified() {
+    images();
+    let (_, log) = crate::crash::crash_the_whole_cluster(&["--stack", "docker"], Some("always"));
+    assert_nothing_left(&log);
+}
+
+#[test]
+fn a_sync_interval_a_compose_file_does_not_pass_on_is_refused_before_anything_starts() {
+    // compose/nats.yml without the SCALE_NATS_SYNC its service takes: the
+    // server would run at its own setting while the result said `always`.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nats-own.yml");
+    let text = std::fs::read_to_string(repo().join("compose/nats.yml")).unwrap();
+    let text: String = text.lines().filter(|l| !l.contains("environment:")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let args = ladder_args(
+        dir.path(),
+        &["--stack", "docker", "--compose", file.to_str().unwrap(), "--target", "nats-jetstream"],
+    );
+    let out = Command::new(bin()).args(args).args(["--nats-sync-interval", "always"]).output().unwrap();
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(e.contains("--nats-sync-interval always: service(s) nats-0 do not take it"), "{e}");
+    assert!(e.contains("SCALE_NATS_SYNC") && e.contains("hint:"), "{e}");
+    assert_nothing_left(&e);
 }
 
 #[test]

@@ -44,6 +44,7 @@ fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions
             cpuset: a.cpuset.clone(),
             checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
             ready_timeout: std::time::Duration::from_secs(90),
+            nats_sync_interval: None,
         },
         project,
     ))

@@ -122,6 +122,11 @@ pub fn docker_options(
     let file = args.docker.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.stack.nodes));
     let mut env = port_env(args.stack.base_port)?;
     env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(&args.calibration));
+    // The nats image's entrypoint writes it into the servers' config.
+    if let Some(sync) = &args.stack.nats_sync_interval {
+        local_stack::nats::check_sync_value(sync).map_err(|e| usage(e.to_string()))?;
+        env.insert("SCALE_NATS_SYNC".into(), sync.clone());
+    }
     let mut caps = BTreeMap::new();
     for c in &args.docker.cap {
         let (svc, cap) = parse_cap(c).map_err(usage)?;
@@ -136,6 +141,7 @@ pub fn docker_options(
         cpuset: args.docker.cpuset.clone(),
         checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         ready_timeout: Duration::from_secs(90),
+        nats_sync_interval: args.stack.nats_sync_interval.clone(),
     })
 }
 
@@ -145,9 +151,11 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
     let run_dir =
         args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
     let cal = &args.calibration;
-    if args.stack.nats_sync_interval.is_some() && !(args.stack.kind == StackKind::Local && wants_nats) {
+    if args.stack.nats_sync_interval.is_some()
+        && !(matches!(args.stack.kind, StackKind::Local | StackKind::Docker) && wants_nats)
+    {
         return Err(usage(
-            "--nats-sync-interval sets the built-in local NATS stack's servers (--stack local with a NATS target): the Docker image's and an external server's settings are their own".into(),
+            "--nats-sync-interval sets the servers of a NATS stack scalebench starts (a NATS target on --stack local or --stack docker): an external server's settings are its own".into(),
         ));
     }
     Ok(match args.stack.kind {

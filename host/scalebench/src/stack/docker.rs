@@ -24,7 +24,7 @@ use bollard::models::{
     PortBinding, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, KillContainerOptions, ListContainersOptions,
+    CreateContainerOptions, InspectContainerOptions, KillContainerOptions, ListContainersOptions, LogsOptions,
     RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions, StatsOptions,
 };
 use bollard::Docker;
@@ -46,6 +46,8 @@ pub enum DockerError {
     Api { what: String, detail: String, hint: String },
     #[error(transparent)]
     Compose(#[from] compose::ComposeError),
+    #[error("{problem}\nhint: {hint}")]
+    Refused { problem: String, hint: String },
 }
 
 fn api(what: impl Into<String>, e: bollard::errors::Error, hint: &str) -> DockerError {
@@ -68,6 +70,10 @@ pub struct DockerOptions {
     /// The directory scalebench runs in (never a project name).
     pub checkout_dir: PathBuf,
     pub ready_timeout: Duration,
+    /// JetStream's sync_interval for the nats services (`always` or a
+    /// duration), which they take as `SCALE_NATS_SYNC` (the nats image's
+    /// entrypoint writes it into a config file); None: the server's default.
+    pub nats_sync_interval: Option<String>,
 }
 
 struct Container {
@@ -90,6 +96,140 @@ pub struct DockerStack {
     root_dir: Option<PathBuf>,
     /// Remove volumes on stop (a run's own stack); `stack up` keeps them for `down`.
     remove_on_stop: bool,
+    /// What the nats services run with, for the result: `nats.server_version`
+    /// (`nats-server --version` in their image) and `nats.sync_interval`.
+    /// Empty for a stack without nats services.
+    nats_settings: BTreeMap<String, String>,
+}
+
+/// The project's nats services (label `scale.kind=nats`).
+fn nats_services(project: &Project) -> Vec<&compose::ServiceSpec> {
+    project.services.iter().filter(|s| s.labels.get("scale.kind").map(String::as_str) == Some("nats")).collect()
+}
+
+/// `--nats-sync-interval` reaches a server only through `SCALE_NATS_SYNC`
+/// in its environment (the nats image's entrypoint writes it into the
+/// config): a compose file whose nats services do not pass it would run
+/// them at their own setting while the result said otherwise.
+fn sync_reaches_every_nats_service(project: &Project, sync: &str) -> Result<(), DockerError> {
+    let services = nats_services(project);
+    let want = format!("SCALE_NATS_SYNC={sync}");
+    let missing: Vec<&str> =
+        services.iter().filter(|s| !s.environment.contains(&want)).map(|s| s.name.as_str()).collect();
+    let problem = if services.is_empty() {
+        "there is no nats service (label scale.kind=nats)".to_string()
+    } else if !missing.is_empty() {
+        format!("service(s) {} do not take it", missing.join(", "))
+    } else {
+        return Ok(());
+    };
+    Err(DockerError::Refused {
+        problem: format!(
+            "--nats-sync-interval {sync}: {problem} in {} (a nats service takes it as the environment variable SCALE_NATS_SYNC, which the scale-nats image writes into its config)",
+            project.file.display()
+        ),
+        hint: "give each nats service `environment: {SCALE_NATS_SYNC: \"${SCALE_NATS_SYNC:-}\"}` as compose/nats-3.yml does, or leave the sync interval at the server's default".into(),
+    })
+}
+
+/// What the project's nats services run with: the version of the
+/// nats-server in their image (asked of the image itself, `nats-server
+/// --version` in a throwaway container) and the sync interval; a sync
+/// interval the server does not know (before 2.10) is refused here, before
+/// anything of the project exists.
+async fn nats_settings(
+    docker: &Docker,
+    project: &Project,
+    sync: Option<&str>,
+) -> Result<BTreeMap<String, String>, DockerError> {
+    let mut images: Vec<&str> = nats_services(project).iter().map(|s| s.image.as_str()).collect();
+    images.sort();
+    images.dedup();
+    let mut out = BTreeMap::new();
+    if images.is_empty() {
+        return Ok(out);
+    }
+    let mut versions = Vec::new();
+    for image in &images {
+        // Only a sync interval needs the version; without one, an image
+        // that cannot say is a server of unknown version (and a missing
+        // image is refused by name when its container is created).
+        match image_nats_version(docker, project, image).await {
+            Ok(v) => versions.push(v),
+            Err(e) if sync.is_some() => return Err(e),
+            Err(_) => versions.push(None),
+        }
+    }
+    if let Some(sync) = sync {
+        for (image, version) in images.iter().zip(&versions) {
+            if !local_stack::nats::knows_sync_interval(version.as_deref()) {
+                return Err(DockerError::Refused {
+                    problem: format!(
+                        "--nats-sync-interval {sync}: the nats-server in image {image} ({}) does not know sync_interval (JetStream's disk sync setting came in 2.10)",
+                        version.as_deref().unwrap_or("of unknown version")
+                    ),
+                    hint: "put a newer nats-server into the image: scripts/setup.sh installs 2.15 under /var/tmp/scalebench-py/bin, then scripts/docker-images.sh builds it in; or leave the sync interval at the server's default".into(),
+                });
+            }
+        }
+    }
+    let version = match versions.as_slice() {
+        [one] => one.clone().unwrap_or_else(|| "unknown".into()),
+        _ => images
+            .iter()
+            .zip(&versions)
+            .map(|(i, v)| format!("{} ({i})", v.as_deref().unwrap_or("unknown")))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    out.insert("nats.server_version".to_string(), version);
+    out.insert("nats.sync_interval".to_string(), sync.unwrap_or("2m (the server's default)").to_string());
+    Ok(out)
+}
+
+/// The version of the nats-server in `image` ("v2.15.1"): its entrypoint
+/// (nats-server, or the scale-nats wrapper of it) given `--version`, in a
+/// container of its own (no network, labelled with the project, so a `down`
+/// would remove it too) that is removed again; None when its output names
+/// no version.
+async fn image_nats_version(docker: &Docker, project: &Project, image: &str) -> Result<Option<String>, DockerError> {
+    let name = format!("{}-nats-version", project.name);
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(vec!["--version".into()]),
+        labels: Some(labels(project, None)),
+        host_config: Some(HostConfig { network_mode: Some("none".into()), ..Default::default() }),
+        ..Default::default()
+    };
+    let what = format!("asking image {image} for its nats-server's version");
+    // One left by a run that died here would hold the name.
+    let _ = docker.remove_container(&name, Some(RemoveContainerOptions { force: true, ..Default::default() })).await;
+    let id = docker
+        .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
+        .await
+        .map_err(|e| api(what.clone(), e, "build the images first: scripts/docker-images.sh"))?
+        .id;
+    let run = async {
+        docker.start_container(&id, None::<StartContainerOptions>).await?;
+        let opts = LogsOptions { follow: true, stdout: true, stderr: true, ..Default::default() };
+        let mut logs = docker.logs(&id, Some(opts));
+        let mut text = String::new();
+        while let Some(chunk) = logs.next().await {
+            text.push_str(&chunk?.to_string());
+        }
+        Ok::<_, bollard::errors::Error>(text)
+    };
+    let text = tokio::time::timeout(Duration::from_secs(30), run).await;
+    let _ = docker.remove_container(&id, Some(RemoveContainerOptions { force: true, ..Default::default() })).await;
+    match text {
+        Ok(Ok(text)) => Ok(local_stack::nats::version_in(&text)),
+        Ok(Err(e)) => Err(api(what, e, "see `docker logs` of a nats container")),
+        Err(_) => Err(DockerError::Api {
+            what,
+            detail: "no answer within 30 s".into(),
+            hint: "check the Docker engine (docker info)".into(),
+        }),
+    }
 }
 
 /// Connect to the local engine and agree on an API version it speaks.
@@ -169,7 +309,11 @@ impl DockerStack {
             nproc,
         )?;
         compose::check(&project, &opts.checkout_dir, true)?;
+        if let Some(sync) = &opts.nats_sync_interval {
+            sync_reaches_every_nats_service(&project, sync)?;
+        }
         let docker = connect().await?;
+        let nats_settings = nats_settings(&docker, &project, opts.nats_sync_interval.as_deref()).await?;
         let root_dir = docker.info().await.ok().and_then(|i| i.docker_root_dir).map(PathBuf::from);
         let mut stack = DockerStack {
             network: format!("{}_default", project.name),
@@ -184,6 +328,7 @@ impl DockerStack {
             paused: Vec::new(),
             root_dir,
             remove_on_stop,
+            nats_settings,
         };
         match stack.create_all(opts.ready_timeout).await {
             Ok(()) => Ok(stack),
@@ -647,6 +792,9 @@ impl StackDriver for DockerStack {
 
     fn signal_names(&self) -> Vec<String> {
         self.containers.iter().map(|c| c.service.clone()).collect()
+    }
+    fn settings(&self) -> BTreeMap<String, String> {
+        self.nats_settings.clone()
     }
     fn signal(&mut self, service: &str, signal: i32) -> Result<(), String> {
         let id = self.container_id(service)?;
