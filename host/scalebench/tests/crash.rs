@@ -84,6 +84,13 @@ pub(crate) fn crash_the_whole_cluster(stack: &[&str], sync: Option<&str>) -> (se
         assert!(s["reasons"].to_string().contains("data loss"), "{}", s["reasons"]);
     }
     assert_ne!(s["status"], "pass", "three nodes restarted: {}", s["reasons"]);
+    // Second by second the same classes: what was never acknowledged was
+    // sent from about the kill on, not before.
+    per_second_outcomes_add_up(&s);
+    let unknown: Vec<u64> =
+        s["series"]["unknown_by_payload"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let at = first.floor() as usize;
+    assert!(unknown[..at.saturating_sub(1)].iter().all(|n| *n == 0), "unknown before the kill at {at} s: {unknown:?}");
 
     // The durability the servers ran with.
     let js = &s["durability"]["jetstream"];
