@@ -235,9 +235,32 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
         let n = b.writes.len() as f64;
         let (mut plain, mut ours) = (Vec::new(), Vec::new());
         let (mut plain_ok, mut ours_acked, mut ours_errors) = (u64::MAX, u64::MAX, 0u64);
-        for _ in 0..args.repeats.max(1) {
-            let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
-            let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, rules.clone()).await?;
+        // Which arm goes first turns with each repeat (plain, ours; ours,
+        // plain; …): the server slows a little as its heap ages, and an
+        // arm that always ran second would pay for that drift.
+        for repeat in 0..args.repeats.max(1) {
+            let cpu = crate::hardware::self_cpu_seconds;
+            let ((p, ok, pc), (s, counts, sc)) = if repeat % 2 == 0 {
+                let c0 = cpu();
+                let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
+                let c1 = cpu();
+                let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, rules.clone()).await?;
+                ((p, ok, c1 - c0), (s, counts, cpu() - c1))
+            } else {
+                let c0 = cpu();
+                let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, rules.clone()).await?;
+                let c1 = cpu();
+                let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
+                ((p, ok, cpu() - c1), (s, counts, c1 - c0))
+            };
+            eprintln!(
+                "  repeat {}: plain {:.0} requests/s ({:.0} us of this process's CPU each), scalebench {:.0} ({:.0} us)",
+                repeat + 1,
+                n / p,
+                pc * 1e6 / n,
+                n / s,
+                sc * 1e6 / n
+            );
             plain.push(n / p);
             ours.push(n / s);
             plain_ok = plain_ok.min(ok);
