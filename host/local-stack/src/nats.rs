@@ -376,7 +376,7 @@ impl NatsCluster {
         m.insert("nats.server_version".to_string(), self.version.clone().unwrap_or_else(|| "unknown".into()));
         m.insert(
             "nats.sync_interval".to_string(),
-            self.opts.sync_interval.clone().unwrap_or_else(|| "2m (the server's default)".into()),
+            self.opts.sync_interval.clone().unwrap_or_else(|| DEFAULT_SYNC_INTERVAL.into()),
         );
         m
     }
@@ -714,6 +714,9 @@ fn check_sync_interval(sync: &str, bin: &Path, version: Option<&str>) -> Result<
         hint: "put a nats-server 2.10 or later first on PATH (scripts/setup.sh installs one under /var/tmp/scalebench-py/bin), or leave the sync interval at the server's default".into(),
     })
 }
+
+/// How a result names JetStream's sync interval when none was set.
+pub const DEFAULT_SYNC_INTERVAL: &str = "2m (the server's default)";
 
 /// `sync` reads as JetStream's `sync_interval`: "always" or a duration
 /// such as 10s.

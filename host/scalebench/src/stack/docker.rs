@@ -183,7 +183,7 @@ async fn nats_settings(
             .join(", "),
     };
     out.insert("nats.server_version".to_string(), version);
-    out.insert("nats.sync_interval".to_string(), sync.unwrap_or("2m (the server's default)").to_string());
+    out.insert("nats.sync_interval".to_string(), sync.unwrap_or(local_stack::nats::DEFAULT_SYNC_INTERVAL).to_string());
     Ok(out)
 }
 
