@@ -164,11 +164,21 @@ pub enum StudyCommand {
 #[derive(Debug, Subcommand)]
 pub enum StackCommand {
     /// Create and start the project (kept until `down`).
-    Up(StackArgs),
+    Up(StackUpArgs),
     /// The project's containers and their state.
     Status(StackArgs),
     /// Remove the project's containers, network and scale_* volumes (nothing else).
     Down(StackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StackUpArgs {
+    #[command(flatten)]
+    pub stack: StackArgs,
+    /// A NATS stack's JetStream sync interval, as `run --nats-sync-interval`
+    /// takes it: `always` or a duration; the server's default when not given.
+    #[arg(long, value_name = "always|DURATION")]
+    pub nats_sync_interval: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -615,7 +625,8 @@ pub struct StackChoice {
     /// Where the local stack keeps its files (default: a new temp dir).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// Local NATS stack: nodes (3 makes replicas = 3 real).
+    /// NATS stack scalebench starts (local or docker): nodes, 1 or 3
+    /// (3 makes replicas = 3 real).
     #[arg(long, default_value_t = 1)]
     pub nodes: u32,
     /// NATS stack scalebench starts (local or docker): JetStream's sync

@@ -215,7 +215,34 @@ fn a_sync_interval_a_compose_file_does_not_pass_on_is_refused_before_anything_st
     let e = stderr(&out);
     assert!(e.contains("--nats-sync-interval always: service(s) nats-0 do not take it"), "{e}");
     assert!(e.contains("SCALE_NATS_SYNC") && e.contains("hint:"), "{e}");
-    assert_nothing_left(&e);
+    assert_refused_before_anything_started(&e);
+}
+
+/// A refusal came before the driver created anything: it never said it was
+/// starting the stack (it says so only once every check is behind it).
+fn assert_refused_before_anything_started(e: &str) {
+    assert!(!e.contains("starting the docker stack"), "started before refusing:\n{e}");
+}
+
+#[test]
+fn images_from_your_own_registry_are_named_by_scale_image_prefix_and_missing_ones_refused_before_anything_starts() {
+    // The compose files name `${SCALE_IMAGE_PREFIX:-scale-}mosquitto:bookworm`
+    // and so on; the prefix comes from scalebench's environment. Nothing is
+    // pulled: images not on the engine are all named, before anything starts.
+    let dir = tempfile::tempdir().unwrap();
+    let args = ladder_args(dir.path(), &["--stack", "docker"]);
+    let out = Command::new(bin()).args(args).env("SCALE_IMAGE_PREFIX", "registry.invalid/plant/").output().unwrap();
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    for image in [
+        "registry.invalid/plant/mosquitto:bookworm",
+        "registry.invalid/plant/postgres:bookworm",
+        "registry.invalid/plant/historian:bookworm",
+    ] {
+        assert!(e.contains(image), "{image} not named:\n{e}");
+    }
+    assert!(e.contains("not on this Docker engine") && e.contains("hint:"), "{e}");
+    assert_refused_before_anything_started(&e);
 }
 
 #[test]
@@ -251,6 +278,57 @@ fn stack_up_status_and_down_manage_a_stack_between_runs() {
     assert!(down.status.success(), "{}", stderr(&down));
     let text = String::from_utf8_lossy(&down.stdout).to_string();
     assert!(text.contains("volume scale_pgdata"), "{text}");
+    assert!(leftovers(&project).is_empty(), "{:?}", leftovers(&project));
+}
+
+#[test]
+fn stack_up_starts_a_nats_stack_at_the_sync_interval_asked_for_and_refuses_it_where_no_nats_takes_it() {
+    images();
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let project = format!("scale-upsync-{}", std::process::id());
+    let args = |verb: &str, target: &str| -> Vec<String> {
+        [
+            "stack",
+            verb,
+            "--stack",
+            "docker",
+            "--target",
+            target,
+            "--project",
+            &project,
+            "--run-dir",
+            &dir.path().display().to_string(),
+            "--base-port",
+            &free_base_port().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    // The historian's stack has no nats service: refused, nothing started.
+    let no = Command::new(bin()).args(args("up", "baler")).args(["--nats-sync-interval", "always"]).output().unwrap();
+    assert!(!no.status.success());
+    let e = stderr(&no);
+    assert!(e.contains("--nats-sync-interval always: there is no nats service"), "{e}");
+    assert_refused_before_anything_started(&e);
+    assert!(leftovers(&project).is_empty(), "{:?}", leftovers(&project));
+    // A NATS stack: the server inside runs with `sync_interval: always`.
+    let up = Command::new(bin())
+        .args(args("up", "nats-jetstream"))
+        .args(["--nats-sync-interval", "always"])
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    let conf = Command::new("docker")
+        .args(["exec", &format!("{project}-nats-0-1"), "cat", "/tmp/scale-nats.conf"])
+        .output()
+        .unwrap();
+    let down = Command::new(bin()).args(args("down", "nats-jetstream")).output().unwrap();
+    assert!(up.status.success(), "{}", stderr(&up));
+    let conf = String::from_utf8_lossy(&conf.stdout).to_string();
+    assert!(conf.contains("sync_interval: always"), "the server's config: {conf:?}");
+    assert!(down.status.success(), "{}", stderr(&down));
     assert!(leftovers(&project).is_empty(), "{:?}", leftovers(&project));
 }
 

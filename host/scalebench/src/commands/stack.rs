@@ -5,11 +5,16 @@
 use std::sync::Arc;
 
 use crate::cli::{PluginOptions, StackArgs, StackCommand, StackKind, UsageError};
-use crate::commands::stack_start::{compose_file_for, parse_cap, port_env};
+use crate::commands::stack_start::{compose_env, compose_file_for, parse_cap};
 use crate::stack::docker::{self, DockerOptions, DockerStack};
 use crate::stack::StackDriver;
 
-fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions, String)> {
+/// `nats_sync_interval` only for `up`: the other verbs start nothing.
+fn options(
+    opts: &PluginOptions,
+    a: &StackArgs,
+    nats_sync_interval: Option<&str>,
+) -> anyhow::Result<(DockerOptions, String)> {
     if a.stack != StackKind::Docker {
         return Err(UsageError(
             "`scalebench stack` manages Docker stacks only (--stack docker); local stacks live as long as their run"
@@ -27,7 +32,7 @@ fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions
         a.project
             .clone()
             .unwrap_or_else(|| if stem == "nats-3" { "scale-nats3".into() } else { format!("scale-{stem}") });
-    let env = port_env(a.base_port)?;
+    let env = compose_env(a.base_port, nats_sync_interval)?;
     let mut caps = std::collections::BTreeMap::new();
     for c in &a.cap {
         let (svc, cap) = parse_cap(c).map_err(UsageError)?;
@@ -44,7 +49,7 @@ fn options(opts: &PluginOptions, a: &StackArgs) -> anyhow::Result<(DockerOptions
             cpuset: a.cpuset.clone(),
             checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
             ready_timeout: std::time::Duration::from_secs(90),
-            nats_sync_interval: None,
+            nats_sync_interval: nats_sync_interval.map(str::to_string),
         },
         project,
     ))
@@ -54,8 +59,8 @@ pub fn run(opts: &PluginOptions, what: StackCommand) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         match what {
-            StackCommand::Up(a) => {
-                let (o, project) = options(opts, &a)?;
+            StackCommand::Up(up) => {
+                let (o, project) = options(opts, &up.stack, up.nats_sync_interval.as_deref())?;
                 let stack = DockerStack::up(&o, false).await?;
                 println!("{project} is up (env file {}):", o.run_dir.join("scale.env").display());
                 for e in stack.services() {
@@ -67,7 +72,7 @@ pub fn run(opts: &PluginOptions, what: StackCommand) -> anyhow::Result<()> {
                 println!("take it down with: scalebench stack down --stack docker --project {project}");
             }
             StackCommand::Status(a) => {
-                let (_, project) = options(opts, &a)?;
+                let (_, project) = options(opts, &a, None)?;
                 let d = docker::connect().await?;
                 let list = docker::project_status(&d, &project).await?;
                 if list.is_empty() {
@@ -78,7 +83,7 @@ pub fn run(opts: &PluginOptions, what: StackCommand) -> anyhow::Result<()> {
                 }
             }
             StackCommand::Down(a) => {
-                let (_, project) = options(opts, &a)?;
+                let (_, project) = options(opts, &a, None)?;
                 let d = docker::connect().await?;
                 let removed = docker::remove_project(&d, &project, true).await?;
                 if removed.is_empty() {

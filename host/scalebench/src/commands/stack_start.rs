@@ -67,6 +67,24 @@ pub fn port_env(base: u16) -> anyhow::Result<BTreeMap<String, String>> {
     Ok(env)
 }
 
+/// The values a compose file is read with: free ports (see [`port_env`]),
+/// the image prefix of `SCALE_IMAGE_PREFIX` in scalebench's environment
+/// (images of your own registry: the compose files name
+/// `${SCALE_IMAGE_PREFIX:-scale-}mosquitto:bookworm` and so on), and a NATS
+/// stack's sync interval as `SCALE_NATS_SYNC`, which the nats image's
+/// entrypoint writes into the servers' config.
+pub fn compose_env(base_port: u16, nats_sync_interval: Option<&str>) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut env = port_env(base_port)?;
+    if let Some(prefix) = std::env::var("SCALE_IMAGE_PREFIX").ok().filter(|p| !p.is_empty()) {
+        env.insert("SCALE_IMAGE_PREFIX".into(), prefix);
+    }
+    if let Some(sync) = nats_sync_interval {
+        local_stack::nats::check_sync_value(sync).map_err(|e| usage(e.to_string()))?;
+        env.insert("SCALE_NATS_SYNC".into(), sync.to_string());
+    }
+    Ok(env)
+}
+
 /// `SERVICE=CPUS,MEMORY` → (service, (cpus, memory bytes)).
 pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String> {
     let (svc, rest) =
@@ -120,13 +138,8 @@ pub fn docker_options(
     run_dir: PathBuf,
 ) -> anyhow::Result<DockerOptions> {
     let file = args.docker.compose.clone().unwrap_or_else(|| compose_file_for(plan, args.stack.nodes));
-    let mut env = port_env(args.stack.base_port)?;
+    let mut env = compose_env(args.stack.base_port, args.stack.nats_sync_interval.as_deref())?;
     env.insert("SCALE_HISTORIAN_ARGS".into(), historian_args(&args.calibration));
-    // The nats image's entrypoint writes it into the servers' config.
-    if let Some(sync) = &args.stack.nats_sync_interval {
-        local_stack::nats::check_sync_value(sync).map_err(|e| usage(e.to_string()))?;
-        env.insert("SCALE_NATS_SYNC".into(), sync.clone());
-    }
     let mut caps = BTreeMap::new();
     for c in &args.docker.cap {
         let (svc, cap) = parse_cap(c).map_err(usage)?;
@@ -203,7 +216,6 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
                 .unwrap_or_else(|| "stack".into());
             let project = format!("scale-{stem}-{}", run_id.to_ascii_lowercase());
             let opts = docker_options(args, plan, Some(project.clone()), run_dir.clone())?;
-            eprintln!("starting the docker stack {project} from {}", opts.compose_file.display());
             Box::new(DockerStack::up(&opts, true).await?)
         }
         StackKind::External => {

@@ -187,6 +187,26 @@ async fn nats_settings(
     Ok(out)
 }
 
+/// Every image the project names is on the engine, or the run is refused
+/// before anything is created, naming all that are missing (scalebench
+/// pulls nothing: it builds its own images, or takes yours under
+/// `SCALE_IMAGE_PREFIX`).
+async fn images_present(docker: &Docker, project: &Project) -> Result<(), DockerError> {
+    let mut missing: Vec<&str> = Vec::new();
+    for s in &project.services {
+        if !missing.contains(&s.image.as_str()) && docker.inspect_image(&s.image).await.is_err() {
+            missing.push(&s.image);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(DockerError::Refused {
+        problem: format!("image(s) not on this Docker engine: {}", missing.join(", ")),
+        hint: "build scalebench's own with scripts/docker-images.sh; with SCALE_IMAGE_PREFIX set, pull or tag yours under that prefix first".into(),
+    })
+}
+
 /// The version of the nats-server in `image` ("v2.15.1"): its entrypoint
 /// (nats-server, or the scale-nats wrapper of it) given `--version`, in a
 /// container of its own (no network, labelled with the project, so a `down`
@@ -313,7 +333,10 @@ impl DockerStack {
             sync_reaches_every_nats_service(&project, sync)?;
         }
         let docker = connect().await?;
+        images_present(&docker, &project).await?;
         let nats_settings = nats_settings(&docker, &project, opts.nats_sync_interval.as_deref()).await?;
+        // Only now, with every refusal behind it, is anything started.
+        eprintln!("starting the docker stack {} from {}", project.name, opts.compose_file.display());
         let root_dir = docker.info().await.ok().and_then(|i| i.docker_root_dir).map(PathBuf::from);
         let mut stack = DockerStack {
             network: format!("{}_default", project.name),
