@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::per_second_latency::PerSecondLatency;
+
 /// When a message was due and when it went out (ms since the Unix epoch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Timing {
@@ -53,8 +55,9 @@ pub struct Recorder {
     pub from_ms: i64,
     pub intended_us: Histogram<u64>,
     pub service_us: Histogram<u64>,
-    /// Intended-time latency (ms) by wall-clock second the answer arrived.
-    pub per_second_ms: BTreeMap<i64, Histogram<u32>>,
+    /// Intended-time latency (ms) by wall-clock second the answer arrived
+    /// (closed seconds packed: see [`PerSecondLatency`]).
+    pub per_second_ms: PerSecondLatency,
     /// Whether per-second histograms are kept.
     pub per_second: bool,
     /// Whether anything is recorded at all (the generator benchmark
@@ -75,12 +78,6 @@ impl Default for Recorder {
 
 fn step_histogram() -> Histogram<u64> {
     let mut h = Histogram::new(3).expect("3 significant figures");
-    h.auto(true);
-    h
-}
-
-fn second_histogram() -> Histogram<u32> {
-    let mut h = Histogram::new(2).expect("2 significant figures");
     h.auto(true);
     h
 }
@@ -127,7 +124,7 @@ impl From<Recorder> for RecorderWire {
             from_ms: r.from_ms,
             intended_us: histogram_to_wire(&r.intended_us),
             service_us: histogram_to_wire(&r.service_us),
-            per_second_ms: r.per_second_ms.iter().map(|(s, h)| (*s, histogram_to_wire(h))).collect(),
+            per_second_ms: r.per_second_ms.iter().map(|(s, h)| (s, histogram_to_wire(&h))).collect(),
             per_second: r.per_second,
             enabled: r.enabled,
             last_answer_ms: r.last_answer_ms,
@@ -140,10 +137,11 @@ impl From<Recorder> for RecorderWire {
 impl TryFrom<RecorderWire> for Recorder {
     type Error = String;
     fn try_from(w: RecorderWire) -> Result<Recorder, String> {
-        let mut per_second_ms = BTreeMap::new();
+        let mut seconds = Vec::with_capacity(w.per_second_ms.len());
         for (s, h) in &w.per_second_ms {
-            per_second_ms.insert(*s, histogram_from_wire(h)?);
+            seconds.push((*s, histogram_from_wire(h)?));
         }
+        let per_second_ms: PerSecondLatency = seconds.into_iter().collect();
         Ok(Recorder {
             from_ms: w.from_ms,
             intended_us: histogram_from_wire(&w.intended_us)?,
@@ -164,7 +162,7 @@ impl Recorder {
             from_ms,
             intended_us: step_histogram(),
             service_us: step_histogram(),
-            per_second_ms: BTreeMap::new(),
+            per_second_ms: PerSecondLatency::default(),
             per_second: true,
             enabled: true,
             last_answer_ms: None,
@@ -189,8 +187,7 @@ impl Recorder {
         }
         let intended_ms = (at_ms - t.intended_ms).max(0);
         if self.per_second {
-            let h = self.per_second_ms.entry(at_ms.div_euclid(1000)).or_insert_with(second_histogram);
-            let _ = h.record_n(intended_ms.max(1) as u64, n as u32);
+            self.per_second_ms.record_n(at_ms.div_euclid(1000), intended_ms.max(1) as u64, n as u32);
         }
         if t.intended_ms >= self.from_ms {
             let _ = self.intended_us.record_n((intended_ms * 1000).max(1) as u64, n);
@@ -239,16 +236,7 @@ impl Recorder {
     pub fn merge(&mut self, o: &Recorder) {
         let _ = self.intended_us.add(&o.intended_us);
         let _ = self.service_us.add(&o.service_us);
-        for (s, h) in &o.per_second_ms {
-            match self.per_second_ms.get_mut(s) {
-                Some(mine) => {
-                    let _ = mine.add(h);
-                }
-                None => {
-                    self.per_second_ms.insert(*s, h.clone());
-                }
-            }
-        }
+        self.per_second_ms.add(&o.per_second_ms);
         if let Some(s) = o.longest_silence {
             if self.longest_silence.is_none_or(|l| s.len_ms() > l.len_ms()) {
                 self.longest_silence = Some(s);
@@ -262,7 +250,7 @@ impl Recorder {
 
     /// Intended-time latency p99 (s) of the answers that arrived in second `s`.
     pub fn p99_in_second_s(&self, s: i64) -> Option<f64> {
-        self.per_second_ms.get(&s).filter(|h| !h.is_empty()).map(|h| h.value_at_quantile(0.99) as f64 / 1e3)
+        self.per_second_ms.get(s).filter(|h| !h.is_empty()).map(|h| h.value_at_quantile(0.99) as f64 / 1e3)
     }
 }
 

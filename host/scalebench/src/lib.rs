@@ -42,6 +42,7 @@ pub mod latency;
 pub mod live_safety;
 pub mod loadgen;
 pub mod output;
+pub mod per_second_latency;
 pub mod points;
 pub mod prefill;
 pub mod probes;
