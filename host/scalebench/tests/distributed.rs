@@ -102,7 +102,7 @@ fn same_as_one_process(extra: &[&str], workers: usize) {
     }
     for (x, y) in a["steps"].as_array().unwrap().iter().zip(b["steps"].as_array().unwrap()) {
         assert_eq!(x["generator"]["scheduled"], y["generator"]["scheduled"]);
-        assert_eq!(x["generator"]["acked"], y["generator"]["acked"], "every scheduled reading acknowledged in both");
+        same_acked(x, y);
         let ws = y["workers"].as_array().unwrap();
         assert_eq!(ws.len(), workers);
         let sum: u64 = ws.iter().map(|w| w["acked"].as_u64().unwrap()).sum();
@@ -236,7 +236,7 @@ fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is
         assert_eq!(x["status"], "pass", "{}", reasons(x));
         assert_eq!(y["ingest"]["stored"], y["ingest"]["acked"], "{}", y["ingest"]);
         assert_eq!(y["workers"].as_array().unwrap().len(), 3, "the result names 3 workers: {}", y["workers"]);
-        assert_eq!(x["generator"]["acked"], y["generator"]["acked"]);
+        same_acked(x, y);
         // Acked per wall-clock second of the soak: the same rate second by
         // second (within a tenth, plus a slot of readings either way).
         let per_second = |s: &serde_json::Value| -> Vec<u64> {
@@ -247,9 +247,15 @@ fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is
         let (px, py) = (per_second(x), per_second(y));
         let target = x["target_rps"].as_f64().unwrap();
         assert_eq!(px.len(), py.len(), "{px:?} {py:?}");
-        for (p, q) in px.iter().zip(&py) {
-            assert!((*p as f64 - *q as f64).abs() <= target * 0.1 + 5.0, "one process {px:?}, 3 workers {py:?}");
-            assert!((*q as f64 - target).abs() <= target * 0.1 + 5.0, "3 workers {py:?} vs target {target}");
+        // Running totals, not single seconds: a hiccup at a second's edge
+        // moves acks into the next second (more so on a busy machine), but a
+        // worker's share missing or counted twice grows by a third of the
+        // target every second and is past half of it within two.
+        let (mut sp, mut sq) = (0.0, 0.0);
+        for (k, (p, q)) in px.iter().zip(&py).enumerate() {
+            (sp, sq) = (sp + *p as f64, sq + *q as f64);
+            assert!((sp - sq).abs() <= target * 0.5 + 5.0, "one process {px:?}, 3 workers {py:?}");
+            assert!((sq - (k + 1) as f64 * target).abs() <= target * 0.5 + 5.0, "3 workers {py:?} vs target {target}");
         }
     }
 
@@ -323,4 +329,18 @@ fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is
     assert!(our_services().is_empty(), "Ctrl-C leaves no service behind: {:?}", our_services());
     let r = crate::ladder::Run { out: Command::new("true").output().unwrap(), dir }.result();
     assert_eq!(step0(&r)["status"], "interrupted", "{err}");
+}
+
+/// Two passing steps acknowledged the same readings, but for those a pass
+/// allows not offered by the wall-clock end (up to 1%: a worker a slot
+/// behind at the end), which depend on the machine, not on the split.
+fn same_acked(x: &serde_json::Value, y: &serde_json::Value) {
+    let n = |s: &serde_json::Value, k: &str| s["generator"][k].as_u64().unwrap() as i64;
+    let slack = n(x, "not_offered") + n(y, "not_offered");
+    assert!(
+        (n(x, "acked") - n(y, "acked")).abs() <= slack,
+        "acked {} vs {} with {slack} not offered between them",
+        n(x, "acked"),
+        n(y, "acked")
+    );
 }

@@ -146,7 +146,10 @@ fn a_clean_ladder_passes_with_stored_equal_to_acked() {
     // wall clock, not from row timestamps.
     assert!(s["ingest"]["stored_rps_source"].as_str().unwrap().contains("pg_stat_user_tables"), "{}", s["ingest"]);
     let stored_rps = s["ingest"]["stored_rps"].as_f64().unwrap();
-    assert!((stored_rps - 200.0).abs() < 40.0, "stored_rps {stored_rps} at 200 readings/s");
+    // PostgreSQL's counters move at most once a second and are read at the
+    // soak's start and end: a second of skew is 10% of a 10 s soak either
+    // way. Counted twice (400) or over the whole step (~60) still fails.
+    assert!((120.0..280.0).contains(&stored_rps), "stored_rps {stored_rps} at 200 readings/s");
     let probes = s["probes"].as_array().unwrap();
     assert!(probes.len() >= 3 && probes.iter().all(|p| p["ok"] == true), "{probes:?}");
     assert_eq!(r["max_passing_points"], 200);
@@ -175,7 +178,11 @@ fn a_fixed_historian_delay_shows_in_lag_p50() {
     let r = run.result();
     let s = step0(&r);
     let p50 = s["lag"]["p50_s"].as_f64().unwrap();
-    assert!((p50 - 2.0).abs() < 0.5, "lag p50 {p50} s with a 2 s delay");
+    // The delay is a floor, not a centre: the machine's own path (the
+    // historian's batch, the commit, the canary's polling) comes on top, and
+    // more of it on a slower or busier machine. Missing (~0.3 s) or counted
+    // twice (~4 s) still fails.
+    assert!((1.9..3.5).contains(&p50), "lag p50 {p50} s with a 2 s delay");
     assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
 }
 
