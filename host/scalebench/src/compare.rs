@@ -210,6 +210,63 @@ impl<'a> Comparison<'a> {
         out.push('\n');
     }
 
+    /// How far apart two runs' latencies must be to be a change: the
+    /// histograms' resolution, or the spread (p50 to p90) of either run's
+    /// floor, whichever is larger.
+    fn latency_noise_s(a: &RunResult, b: &RunResult) -> f64 {
+        let spread = |r: &RunResult| {
+            r.floor.as_ref().and_then(|f| Some(f.round_trip.p90_s? - f.round_trip.p50_s?)).unwrap_or(0.0)
+        };
+        let resolution = |r: &RunResult| r.steps.iter().find_map(|s| s.ack_latency.resolution_s).unwrap_or(1e-3);
+        resolution(a).max(resolution(b)).max(spread(a)).max(spread(b))
+    }
+
+    /// A latency table: values in their unit (below the resolution as
+    /// "< 1 µs"), and a change from the first run only when it is larger
+    /// than the resolution and the floors' spread ("no measurable change").
+    fn latency_table(&self, out: &mut String, title: &str, value: &dyn Fn(&StepResult) -> Option<f64>) {
+        let _ = writeln!(out, "### {title}\n");
+        let mut header = vec!["Points".to_string()];
+        header.extend(self.labels.iter().map(|l| cell(l)));
+        header.extend(self.labels.iter().skip(1).map(|l| format!("Δ {} vs {}", cell(l), cell(&self.labels[0]))));
+        let _ = writeln!(out, "| {} |\n|{}", header.join(" | "), "---|".repeat(header.len()));
+        let floor_row = self.runs.iter().any(|r| r.floor.is_some());
+        let mut rows: Vec<(String, Vec<Option<Option<f64>>>)> = Vec::new();
+        for p in self.points() {
+            rows.push((thousands(p), self.runs.iter().map(|r| Self::step(r, p).map(value)).collect()));
+        }
+        if floor_row {
+            let floors = self.runs.iter().map(|r| Some(r.floor.as_ref().and_then(|f| f.round_trip.p50_s))).collect();
+            rows.push(("floor p50".into(), floors));
+        }
+        for (name, vals) in rows {
+            let mut row = vec![name];
+            for (v, r) in vals.iter().zip(self.runs) {
+                let res = r.steps.iter().find_map(|s| s.ack_latency.resolution_s).or(Some(1e-3));
+                row.push(match v {
+                    None => "not run".into(),
+                    Some(x) => format::latency(*x, res),
+                });
+            }
+            for (i, v) in vals.iter().enumerate().skip(1) {
+                let noise = Self::latency_noise_s(&self.runs[0], &self.runs[i]);
+                row.push(match (v, &vals[0]) {
+                    (Some(Some(a)), Some(Some(b))) if (a - b).abs() <= noise => {
+                        format!("no measurable change (within {})", format::latency(Some(noise), None))
+                    }
+                    (Some(Some(a)), Some(Some(b))) => {
+                        let d = a - b;
+                        format!("{}{}", if d > 0.0 { "+" } else { "−" }, format::latency(Some(d.abs()), None))
+                    }
+                    (Some(_), Some(_)) => format::NOT_MEASURED.into(),
+                    _ => "-".into(),
+                });
+            }
+            let _ = writeln!(out, "| {} |", row.join(" | "));
+        }
+        out.push('\n');
+    }
+
     /// The comparison as Markdown: what is compared, host check, then one table per measure.
     pub fn markdown(&self) -> String {
         let mut m = String::new();
@@ -276,7 +333,10 @@ impl<'a> Comparison<'a> {
             format::whole,
         );
         self.table(&mut m, "p95 lag", &|s| s.lag.p95_s, seconds);
-        self.table(&mut m, "Ack latency p99 (from the intended send time)", &|s| s.ack_latency.intended.p99_s, seconds);
+        self.latency_table(&mut m, "Ack latency p99 (from the intended send time)", &|s| s.ack_latency.intended.p99_s);
+        self.latency_table(&mut m, "Ack latency p50 (service time, beside the floor: the bare round trip)", &|s| {
+            s.ack_latency.service.p50_s
+        });
         for name in self.probe_names() {
             let n = name.clone();
             self.table(

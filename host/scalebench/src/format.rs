@@ -65,6 +65,50 @@ pub fn measured_seconds(s: Option<f64>) -> String {
     s.map(seconds).unwrap_or_else(|| NOT_MEASURED.into())
 }
 
+/// A latency in the unit that suits it ("92 µs", "12.3 ms", "1.25 s"), or
+/// "< 1 µs" when below the histogram's `resolution_s`: a figure below its
+/// resolution is never shown as a number. "n/m" when not measured.
+pub fn latency(s: Option<f64>, resolution_s: Option<f64>) -> String {
+    let Some(s) = s.filter(|s| s.is_finite()) else {
+        return NOT_MEASURED.into();
+    };
+    if let Some(r) = resolution_s.filter(|r| *r > 0.0 && s < *r) {
+        return format!("< {}", latency(Some(r), None));
+    }
+    if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else if s < 1.0 {
+        let ms = s * 1e3;
+        if ms < 10.0 {
+            format!("{ms:.2} ms")
+        } else {
+            format!("{ms:.1} ms")
+        }
+    } else {
+        seconds(s)
+    }
+}
+
+/// The floor as one line: "p50 92 µs, p90 131 µs, p99 340 µs, min 71 µs
+/// (200 round trips: MQTT broker …, one message at a time)".
+pub fn floor(f: &crate::results::Floor) -> String {
+    let q = &f.round_trip;
+    let r = Some(f.resolution_s);
+    let figures = if q.count == 0 {
+        NOT_MEASURED.to_string()
+    } else {
+        format!(
+            "p50 {}, p90 {}, p99 {}, min {}",
+            latency(q.p50_s, r),
+            latency(q.p90_s, r),
+            latency(q.p99_s, r),
+            latency(q.min_s, r)
+        )
+    };
+    let problem = f.problem.as_ref().map(|p| format!("; {p}")).unwrap_or_default();
+    format!("{figures} ({} of {} round trips: {}{problem})", thousands(q.count), thousands(f.asked), f.carrier)
+}
+
 /// A fraction as a percentage with two decimals: 0.9969 → "99.69%".
 pub fn percent(ratio: f64) -> String {
     if ratio.is_finite() {
@@ -170,6 +214,18 @@ pub fn status(s: Status) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn latencies_read_in_their_unit_and_never_below_their_resolution() {
+        assert_eq!(super::latency(Some(92e-6), Some(1e-6)), "92 µs");
+        assert_eq!(super::latency(Some(0.0), Some(1e-6)), "< 1 µs");
+        assert_eq!(super::latency(Some(0.0123), Some(1e-6)), "12.3 ms");
+        assert_eq!(super::latency(Some(0.00512), Some(1e-6)), "5.12 ms");
+        assert_eq!(super::latency(Some(2.5), Some(1e-6)), "2.50 s");
+        assert_eq!(super::latency(None, Some(1e-6)), "n/m");
+        // Old results (ms histograms): a 1 ms resolution.
+        assert_eq!(super::latency(Some(0.0001), Some(1e-3)), "< 1.00 ms");
+    }
+
     use super::*;
 
     #[test]

@@ -203,7 +203,8 @@ pub fn produce(
 
     let start_wall = now_ms();
     let start_ms = spec.start_ms.filter(|s| *s >= start_wall).unwrap_or_else(|| start_ms_after(start_wall));
-    let start_instant = Instant::now() + Duration::from_millis((start_ms - start_wall) as u64);
+    // The schedule's start on the monotonic clock every instant is read from.
+    let start_instant = crate::clock::instant_of(start_ms * 1_000_000);
     let duration_ms = spec.duration.as_millis() as u64;
     let end_ms = start_ms + duration_ms as i64;
     let end_instant = start_instant + spec.duration;
@@ -273,7 +274,13 @@ pub fn produce(
                 let readings = Readings { points, values, ts_ms };
                 let enc = plugins.adapter.encode(&readings)?;
                 check_encoded(plugins.adapter.name(), &enc, addresses.len(), readings.points.len())?;
-                split_encoded(enc, &readings, addresses, slot_start_ms, |tag, m, carries| {
+                // Each message is due at the exact instant of its first
+                // reading in the interval's even spread (ns), not its slot's start.
+                let interval_ns = interval_ms as i128 * 1_000_000;
+                let instant = |r: usize| {
+                    interval_start_ms * 1_000_000 + ((first + r as u64) as i128 * interval_ns / n as i128) as i64
+                };
+                split_encoded(enc, &readings, addresses, instant, |tag, m, carries| {
                     let (batch, carried) = &mut batches[(tag as u64 % conns) as usize];
                     batch.push(m);
                     *carried += carries as u64;
@@ -288,7 +295,7 @@ pub fn produce(
                     address,
                     payload: Bytes::from(m.payload),
                     carries: Carries::Canary { seq: canary_seq },
-                    intended_ms: next_canary_ms,
+                    intended_ns: next_canary_ms * 1_000_000,
                 });
                 canaries_in_batch.push((canary_seq, next_canary_ms));
                 canary_seq += 1;
@@ -337,7 +344,7 @@ pub fn produce(
             address: Arc::from(m.address.as_str()),
             payload: Bytes::from(m.payload),
             carries: Carries::Canary { seq: canary_seq },
-            intended_ms: ts,
+            intended_ns: ts * 1_000_000,
         }];
         let mut extra = Duration::ZERO;
         let deadline = Instant::now().max(end_instant) + Duration::from_secs(5);
@@ -440,7 +447,7 @@ pub fn split_encoded(
     enc: plugin_runtime::adapter_types::EncodedBatch,
     readings: &Readings,
     addresses: &[Arc<str>],
-    intended_ms: i64,
+    intended_ns: impl Fn(usize) -> i64,
     mut each: impl FnMut(u32, Message, u32),
 ) {
     let payload = Bytes::from(enc.payload);
@@ -459,7 +466,7 @@ pub fn split_encoded(
                 address,
                 payload: payload.slice(begin..end),
                 carries: Carries::Readings { n: carries, ts_s },
-                intended_ms,
+                intended_ns: intended_ns(r),
             },
             carries,
         );
@@ -510,7 +517,7 @@ pub fn topology_messages(
             address: Arc::from(m.address.as_str()),
             payload: Bytes::from(m.payload),
             carries: Carries::Topology,
-            intended_ms: now_ms(),
+            intended_ns: crate::clock::now_ns(),
         })
         .collect())
 }

@@ -12,6 +12,9 @@
 //! does not, so the timings stay complete. A probe that has no budget is
 //! measured and reported with `budget_s` = None, `ok` = true and a `note`.
 
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
 use plugin_runtime::probe_types::{Probe, ProbeRequest, ProbeResponse};
 use plugin_runtime::ProbeSet;
 
@@ -41,16 +44,17 @@ fn run_label(i: usize) -> String {
     }
 }
 
-/// One timed run of a probe: the answer, or why there is none.
-fn run_once(plugin: &str, probe: &Probe, services: &StackServices) -> Result<(ProbeResponse, f64), String> {
+/// One run of a probe: the answer, or why there is none (untimed: the
+/// caller times it from the moment it asked, see [`Asker`]).
+fn run_once(plugin: &str, probe: &Probe, services: &StackServices) -> Result<ProbeResponse, String> {
     match &probe.request {
         ProbeRequest::Sql(q) => {
-            let (r, d) = services.timed_sql(plugin, &q.database, &q.statement, &q.params);
+            let (r, _) = services.timed_sql(plugin, &q.database, &q.statement, &q.params);
             let rows = r.map_err(|e| format!("SQL on `{}`: {e}", q.database))?;
-            Ok((ProbeResponse::Sql(rows), d.map(|d| d.as_secs_f64()).unwrap_or(0.0)))
+            Ok(ProbeResponse::Sql(rows))
         }
         ProbeRequest::Http(req) => {
-            let (r, d) = services.timed_http(plugin, req);
+            let (r, _) = services.timed_http(plugin, req);
             let resp = r.map_err(|e| format!("HTTP {} {} on `{}`: {e}", req.method, req.path, req.service))?;
             if !(200..300).contains(&resp.status) {
                 let body: String = String::from_utf8_lossy(&resp.body).chars().take(200).collect();
@@ -63,10 +67,94 @@ fn run_once(plugin: &str, probe: &Probe, services: &StackServices) -> Result<(Pr
                     body.trim()
                 ));
             }
-            Ok((ProbeResponse::Http(resp), d.map(|d| d.as_secs_f64()).unwrap_or(0.0)))
+            Ok(ProbeResponse::Http(resp))
         }
     }
 }
+
+/// A run that has not answered by this many times its budget is over
+/// budget at that deadline: the probe phase never waits unbounded on a
+/// frozen service.
+pub const DEADLINE_BUDGETS: f64 = 10.0;
+/// The deadline of a probe without a budget.
+pub const DEADLINE_UNBUDGETED: Duration = Duration::from_secs(60);
+/// No deadline is shorter than this (a tiny budget's deadline must not
+/// turn a scheduling hiccup into "no answer").
+const MIN_DEADLINE: Duration = Duration::from_secs(1);
+
+/// The deadline of a probe with `budget_s` (None: no budget).
+pub fn deadline_for(budget_s: Option<f64>) -> Duration {
+    match budget_s {
+        Some(b) if b.is_finite() && b > 0.0 => Duration::from_secs_f64(b * DEADLINE_BUDGETS).max(MIN_DEADLINE),
+        _ => DEADLINE_UNBUDGETED,
+    }
+}
+
+/// How one run ended, timed from the moment it was asked for (the
+/// connection's wait, BEGIN and any queueing included) to the last byte
+/// of the answer.
+enum Ran {
+    Answered(ProbeResponse, f64),
+    Failed(String),
+    /// No answer by the deadline (its length, s).
+    NoAnswer(f64),
+}
+
+type Job = (String, Probe, Instant, mpsc::Sender<(Result<ProbeResponse, String>, Duration)>);
+
+/// Runs probes on a thread of its own so a run can be given up at its
+/// deadline. A run given up leaves that thread waiting on the frozen
+/// service: the next run gets a fresh thread.
+struct Asker {
+    services: Arc<StackServices>,
+    jobs: Option<mpsc::Sender<Job>>,
+}
+
+impl Asker {
+    fn new(services: Arc<StackServices>) -> Asker {
+        Asker { services, jobs: None }
+    }
+
+    fn worker(&mut self) -> &mpsc::Sender<Job> {
+        self.jobs.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let services = self.services.clone();
+            std::thread::Builder::new()
+                .name("probes".into())
+                .spawn(move || {
+                    for (plugin, probe, asked, answer) in rx {
+                        let r = run_once(&plugin, &probe, &services);
+                        let _ = answer.send((r, asked.elapsed()));
+                    }
+                })
+                .expect("starting the probe thread");
+            tx
+        })
+    }
+
+    fn ask(&mut self, plugin: &str, probe: &Probe, deadline: Duration) -> Ran {
+        let (tx, rx) = mpsc::channel();
+        let asked = Instant::now();
+        if self.worker().send((plugin.to_string(), probe.clone(), asked, tx)).is_err() {
+            return Ran::Failed("the probe thread stopped".into());
+        }
+        match rx.recv_timeout(deadline) {
+            Ok((Ok(resp), took)) => Ran::Answered(resp, took.as_secs_f64()),
+            Ok((Err(e), _)) => Ran::Failed(e),
+            Err(_) => {
+                // Stuck on the service: the next run starts on a new thread.
+                self.jobs = None;
+                Ran::NoAnswer(deadline.as_secs_f64())
+            }
+        }
+    }
+}
+
+/// A single run slower than this many times its budget fails the probe
+/// even when the warm median is within budget: the cold run of a probe
+/// asked during an outage waits the outage out, and the warm runs after
+/// it would hide that.
+pub const SLOW_RUN_BUDGETS: f64 = 3.0;
 
 /// What a probe's error says when the load ended before it finished: its
 /// timings were not taken under load, so it is unmeasured, not passed.
@@ -77,7 +165,7 @@ pub const NOT_UNDER_LOAD: &str = "did not finish while the load ran";
 pub fn run_probes(
     probe_set: &mut ProbeSet,
     probes: &[Probe],
-    services: &StackServices,
+    services: &Arc<StackServices>,
     budgets: &Budgets,
     warm_runs: usize,
 ) -> Vec<ProbeResult> {
@@ -90,7 +178,7 @@ pub fn run_probes(
 pub fn run_probes_until(
     probe_set: &mut ProbeSet,
     probes: &[Probe],
-    services: &StackServices,
+    services: &Arc<StackServices>,
     budgets: &Budgets,
     warm_runs: usize,
     load_over: &std::sync::atomic::AtomicBool,
@@ -102,7 +190,10 @@ pub fn run_probes_until(
         budgets.path.display().to_string()
     };
     let mut out = Vec::with_capacity(probes.len());
+    let mut asker = Asker::new(services.clone());
     for probe in probes {
+        let budget = budgets.get(&probe.name);
+        let deadline = deadline_for(budget.map(|b| b.budget_s));
         let mut times: Vec<f64> = Vec::with_capacity(warm_runs + 1);
         let mut problems: Vec<String> = Vec::new();
         let mut first_rejection: Option<(usize, String)> = None;
@@ -115,10 +206,23 @@ pub fn run_probes_until(
                 cut = true;
                 break;
             }
-            let (resp, secs) = match run_once(&plugin, probe, services) {
-                Ok(x) => x,
-                Err(e) => {
+            let (resp, secs) = match asker.ask(&plugin, probe, deadline) {
+                Ran::Answered(resp, secs) => (resp, secs),
+                Ran::Failed(e) => {
                     problems.push(format!("error on the {}: {e}", run_label(i)));
+                    break;
+                }
+                Ran::NoAnswer(d) => {
+                    // Over budget at the deadline, whatever the other runs say.
+                    times.push(d);
+                    problems.push(format!(
+                        "over budget: the {} had no answer within {d:.1} s{}; given up there",
+                        run_label(i),
+                        match budget {
+                            Some(b) => format!(" ({DEADLINE_BUDGETS:.0}× its {:.3} s budget)", b.budget_s),
+                            None => " (the deadline of a probe without a budget)".into(),
+                        }
+                    ));
                     break;
                 }
             };
@@ -166,8 +270,23 @@ pub fn run_probes_until(
         let warm_runs_s: Vec<f64> = times.iter().skip(1).copied().collect();
         let warm_median_s = median(&warm_runs_s);
         let judged = if warm_runs == 0 { cold_s } else { warm_median_s };
-        let budget = budgets.get(&probe.name);
         let mut note = None;
+        // A run over budget by itself (a stall the warm median would hide)
+        // fails the probe too: the slowest run is named with its real time.
+        if let (Some(b), Some((i, t))) = (budget, times.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1)))
+        {
+            let already = problems.iter().any(|p| p.starts_with("over budget"));
+            let judged_over = judged.is_some_and(|j| j > b.budget_s);
+            if t > b.budget_s * SLOW_RUN_BUDGETS && !already && !judged_over {
+                problems.push(format!(
+                    "over budget: the {} took {t:.3} s, {:.0}× its {:.3} s budget ({})",
+                    run_label(i),
+                    t / b.budget_s,
+                    b.budget_s,
+                    b.source
+                ));
+            }
+        }
         match (budget, judged) {
             (Some(b), Some(t)) if t > b.budget_s => {
                 let what = if warm_runs == 0 { "cold run" } else { "warm median" };

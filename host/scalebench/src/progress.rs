@@ -55,6 +55,8 @@ pub struct Tick {
     pub offered_rps: f64,
     pub acked_rps: f64,
     pub stored_rps: Option<f64>,
+    /// The store did not answer within this long (s): said, not "n/m".
+    pub store_no_answer_s: Option<f64>,
     pub lag_s: Option<f64>,
     pub behind_s: f64,
 }
@@ -70,7 +72,11 @@ impl Tick {
             whole(self.target_rps),
             whole(self.offered_rps),
             whole(self.acked_rps),
-            self.stored_rps.map(|s| format!("{}/s", whole(s))).unwrap_or_else(|| NOT_MEASURED.into()),
+            match (self.stored_rps, self.store_no_answer_s) {
+                (Some(s), _) => format!("{}/s", whole(s)),
+                (None, Some(w)) => format!("no answer in {}", seconds(w)),
+                (None, None) => NOT_MEASURED.into(),
+            },
             measured_seconds(self.lag_s),
             seconds(self.behind_s),
         )
@@ -238,6 +244,7 @@ mod tests {
             offered_rps: 499.6,
             acked_rps: 498.0,
             stored_rps: None,
+            store_no_answer_s: None,
             lag_s: Some(0.4),
             behind_s: 0.0,
         });

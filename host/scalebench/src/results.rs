@@ -39,6 +39,10 @@ pub struct RunResult {
     pub max_passing_points: Option<u64>,
     /// Why the run ended: "completed", "step failed", "interrupted", or an error.
     pub ended_because: String,
+    /// The carrier's bare round trip before step 1: the floor every ack
+    /// latency stands beside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Floor>,
     /// History written into the SUT before step 1 (`--prefill-days`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill: Option<PrefillReport>,
@@ -117,6 +121,9 @@ pub struct StepResult {
     /// from its actual send, over the soak; the longest silence.
     #[serde(default)]
     pub ack_latency: AckLatency,
+    /// The store watched every second of the load: its round trip and silences.
+    #[serde(default)]
+    pub store: StoreFigures,
     /// Every reading offered, classified as Jepsen does.
     #[serde(default)]
     pub outcomes: Outcomes,
@@ -180,6 +187,20 @@ pub struct AckLatency {
     pub intended: crate::latency::Quantiles,
     /// From the actual send (service time).
     pub service: crate::latency::Quantiles,
+    /// The pacing's own lateness: when each reading was handed to the
+    /// socket minus its intended instant (0 when it went out early).
+    #[serde(default)]
+    pub send_lag: crate::latency::Quantiles,
+    /// The histograms' resolution (1 µs): a quantile below it is shown as
+    /// "< 1 µs", never as a number. None in results written before it was
+    /// recorded (their figures were millisecond-based).
+    #[serde(default)]
+    pub resolution_s: Option<f64>,
+    /// Every stretch of at least a second with readings waiting and no
+    /// answer (joined across connections), in time order: the verdict
+    /// names each one longer than the silence limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silences: Vec<SilenceSpan>,
     /// The longest stretch with readings waiting and no answer from the SUT
     /// (on the connection that waited longest), in seconds; None when
     /// nothing was offered.
@@ -190,6 +211,62 @@ pub struct AckLatency {
     /// True when no connection had any answer in the silence's whole seconds.
     #[serde(default)]
     pub silence_total: bool,
+}
+
+/// One second of the store's round-trip series (`series.store_round_trip`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreSecond {
+    /// The request asked in this second answered after this long (s).
+    Answered(f64),
+    /// The store answered with an error after this long (s).
+    Failed(f64),
+    /// A request was out with no answer yet, waiting this long (s).
+    NoAnswerFor(f64),
+}
+
+/// The store watched every second of the load (its round trip and silences).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StoreFigures {
+    /// The store in the user's words ("PostgreSQL (service `postgres`)");
+    /// empty in results written before the store was watched.
+    pub store: String,
+    /// Round trips answered (with an answer or an error).
+    pub answered: u64,
+    /// Seconds in which a request was out with no answer yet.
+    pub seconds_without_answer: u64,
+    /// Round trip of the answered requests, seconds.
+    pub round_trip_p50_s: Option<f64>,
+    pub round_trip_max_s: Option<f64>,
+    /// Every stretch of at least a second with a request out and no answer,
+    /// placed in the soak; the verdict fails each one longer than the silence limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silences: Vec<SilenceSpan>,
+}
+
+/// A silence placed in the soak (seconds from its start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SilenceSpan {
+    pub from_soak_s: f64,
+    pub to_soak_s: f64,
+    pub len_s: f64,
+}
+
+/// The carrier's bare round trip, measured before step 1 on a connection of
+/// its own: one message at a time, each sent when the last was answered.
+/// No ack latency of a step can honestly be below it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Floor {
+    /// What was timed ("MQTT PUBLISH → PUBACK", "JetStream publish → ack", …).
+    pub carrier: String,
+    /// Round trips asked for and answered.
+    pub asked: u64,
+    pub round_trip: crate::latency::Quantiles,
+    /// The histogram's resolution (s).
+    pub resolution_s: f64,
+    /// Why there is no floor (the carrier did not answer), when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Outcomes of the readings offered, as Jepsen classifies them: ok (acked
@@ -235,6 +312,15 @@ pub struct Series {
     pub lost_by_payload: Option<Vec<u64>>,
     #[serde(default)]
     pub unknown_by_payload: Vec<u64>,
+    /// The store's round trip by wall-clock second: answered (with its
+    /// time), failed, or no answer yet (how long it had waited); None where
+    /// nothing was asked. See [`StoreFigures`].
+    #[serde(default)]
+    pub store_round_trip: Vec<Option<StoreSecond>>,
+    /// Readings stored by wall-clock second of arrival, from the store's
+    /// own write counter; None where the counter could not be read (never 0).
+    #[serde(default)]
+    pub stored_by_arrival: Vec<Option<f64>>,
 }
 
 /// One canary's life.
@@ -402,6 +488,11 @@ pub struct Sample {
     pub stored_rps: Option<f64>,
     pub lag_s: Option<f64>,
     pub pg_roundtrip_s: Option<f64>,
+    /// The store did not answer this sample's requests (its write counter
+    /// or `SELECT 1`) within this many seconds: no answer, which is not the
+    /// same as not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_no_answer_s: Option<f64>,
     pub behind_schedule_s: f64,
     pub cpu_percent: BTreeMap<String, f64>,
     pub rss_bytes: BTreeMap<String, u64>,

@@ -12,6 +12,7 @@ use plugin_runtime::types::Window;
 use plugin_runtime::TargetAdapter;
 
 use crate::future::BoxFuture;
+use crate::services::StackServices;
 use crate::transport::nats as nats_transport;
 
 /// Stored readings per second of payload ts, the storage's own write
@@ -28,11 +29,28 @@ pub trait StoredCount: Send + Sync {
     /// True when stored counts settle over time (an ingester commits in
     /// batches) and the drain must wait for them to hold still.
     fn settles(&self) -> bool;
+    /// The store's cheapest answer, for its round trip: `SELECT 1` on the
+    /// database, a `GET /` on the HTTP service (any status is an answer),
+    /// the stream's info. Err when it answered with an error.
+    fn ping(&self) -> BoxFuture<'_, Result<(), String>>;
+    /// The store in the user's words ("PostgreSQL (service `postgres`)").
+    fn store_name(&self) -> String;
 }
 
 /// Counting through the adapter (plans `sql` and `http`).
 pub struct AdapterCount {
     pub adapter: Arc<Mutex<TargetAdapter>>,
+    /// The stack's services, for the store's round trip.
+    pub services: Arc<StackServices>,
+    /// Which kind of store the plan names, and its service.
+    pub store: Store,
+}
+
+/// The store an adapter counts in, by the plan's service.
+#[derive(Debug, Clone)]
+pub enum Store {
+    Sql(String),
+    Http(String),
 }
 
 impl StoredCount for AdapterCount {
@@ -55,7 +73,36 @@ impl StoredCount for AdapterCount {
     fn settles(&self) -> bool {
         true
     }
+    fn ping(&self) -> BoxFuture<'_, Result<(), String>> {
+        let (services, store) = (self.services.clone(), self.store.clone());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || match store {
+                Store::Sql(service) => services.pg_roundtrip(&service).map(|_| ()).map_err(|e| format!("{e:#}")),
+                Store::Http(service) => {
+                    let req = plugin_runtime::types::HttpRequest {
+                        method: "GET".into(),
+                        service,
+                        path: "/".into(),
+                        headers: Vec::new(),
+                        body: Vec::new(),
+                    };
+                    services.timed_http(STORE_WATCH, &req).0.map(|_| ())
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?
+        })
+    }
+    fn store_name(&self) -> String {
+        match &self.store {
+            Store::Sql(s) => format!("PostgreSQL (service `{s}`)"),
+            Store::Http(s) => format!("the HTTP service `{s}`"),
+        }
+    }
 }
+
+/// Who the store watch's requests are logged for.
+const STORE_WATCH: &str = "store watch";
 
 /// How long a JetStream count is tried before the step says it could not count.
 const COUNT_DEADLINE: Duration = Duration::from_secs(45);
@@ -129,6 +176,17 @@ impl StoredCount for StreamCount {
     fn settles(&self) -> bool {
         false
     }
+    fn ping(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            nats_transport::stream_state(&self.client, &self.stream)
+                .await
+                .map(|_| ())
+                .ok_or_else(|| format!("the info of JetStream stream {} could not be read", self.stream))
+        })
+    }
+    fn store_name(&self) -> String {
+        format!("JetStream stream {}", self.stream)
+    }
 }
 
 /// The counter the adapter's storage plan asks for.
@@ -137,10 +195,20 @@ pub async fn count_for(
     plan: &StoragePlan,
     counter: &Arc<Mutex<TargetAdapter>>,
     stack: &dyn crate::stack::StackDriver,
+    services: &Arc<StackServices>,
     jetstream: Option<(&str, i64)>,
-) -> anyhow::Result<Box<dyn StoredCount>> {
+) -> anyhow::Result<Arc<dyn StoredCount>> {
     Ok(match plan {
-        StoragePlan::Sql(_) | StoragePlan::Http(_) => Box::new(AdapterCount { adapter: counter.clone() }),
+        StoragePlan::Sql(service) => Arc::new(AdapterCount {
+            adapter: counter.clone(),
+            services: services.clone(),
+            store: Store::Sql(service.clone()),
+        }),
+        StoragePlan::Http(service) => Arc::new(AdapterCount {
+            adapter: counter.clone(),
+            services: services.clone(),
+            store: Store::Http(service.clone()),
+        }),
         StoragePlan::Jetstream(stream) => {
             let ep = stack.service_of_kind(crate::stack::ServiceKind::Nats).ok_or_else(|| {
                 crate::error::Error::MissingService {
@@ -152,7 +220,7 @@ pub async fn count_for(
             })?;
             let client = nats_transport::connect(&ep.address).await?;
             let max_msgs = jetstream.filter(|(s, _)| s == stream).map(|(_, m)| m).unwrap_or(0);
-            Box::new(StreamCount { client, stream: stream.clone(), max_msgs })
+            Arc::new(StreamCount { client, stream: stream.clone(), max_msgs })
         }
     })
 }

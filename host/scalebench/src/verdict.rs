@@ -7,9 +7,11 @@
 //!   payload ts; no lost canaries (acknowledged and never stored; a canary
 //!   never acknowledged is unknown, not lost); broker drops 0;
 //! - no stall: readings never waited longer than the `silence` limit with
-//!   no answer at all, and acknowledgement latency p99 measured from each
-//!   reading's intended send time stays under its limit (`step_rules` in
-//!   budgets.json). Both are measured from the schedule, so they do not
+//!   no answer at all, the store (its cheapest read, asked every second)
+//!   never went longer than that limit without answering, and
+//!   acknowledgement latency p99 measured from each reading's intended
+//!   send time stays under its limit (`step_rules` in budgets.json). The
+//!   ack rules are measured from the schedule, so they do not
 //!   depend on the generator's in-flight window or connection count;
 //! - no pushback: the SUT accepted the offered rate on the wall clock (acks
 //!   by second of arrival ≥ 99 % of the target), and did not hold the
@@ -26,7 +28,10 @@
 //! tripped, or the disk ran low. A SUT failure outranks an inconclusive
 //! reason (data lost is data lost).
 
-use crate::results::{Status, StepResult};
+use crate::results::{SilenceSpan, Status, StepResult};
+
+/// Stalls named one by one in a reason; more are counted.
+const MAX_STALLS_NAMED: usize = 10;
 
 pub const MIN_STORED_RATIO: f64 = 0.99;
 pub const MIN_OFFERED_RATIO: f64 = 0.99;
@@ -116,6 +121,34 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     } else if i.short_seconds_count > 0 {
         fail.push(format!("data loss: {} second(s) stored < 99% of acked", i.short_seconds_count));
     }
+    // The store watched like the broker: a storage stall fails whatever the
+    // broker acknowledged meanwhile.
+    let st = &step.store;
+    let store_stalls: Vec<&SilenceSpan> = st.silences.iter().filter(|s| s.len_s > ctx.rules.silence.limit_s).collect();
+    if let Some(longest) = store_stalls.iter().max_by(|a, b| a.len_s.total_cmp(&b.len_s)) {
+        let others = if store_stalls.len() > 1 {
+            let list: Vec<String> = store_stalls
+                .iter()
+                .take(MAX_STALLS_NAMED)
+                .map(|s| format!("{:.1} s from {:.1} s", s.len_s, s.from_soak_s))
+                .collect();
+            format!(
+                " (longest of {} storage stalls over the {:.1} s limit: {})",
+                store_stalls.len(),
+                ctx.rules.silence.limit_s,
+                list.join(", ")
+            )
+        } else {
+            String::new()
+        };
+        fail.push(format!(
+            "storage stall: {} answered nothing for {:.1} s, from {:.1} s to {:.1} s of the soak{others}",
+            if st.store.is_empty() { "the store" } else { &st.store },
+            longest.len_s,
+            longest.from_soak_s,
+            longest.to_soak_s
+        ));
+    }
     let a = &step.ack_latency;
     let p99 =
         a.intended.p99_s.map(|p| format!("; ack latency p99 {} from intended send time", secs(p))).unwrap_or_default();
@@ -124,11 +157,31 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
             (Some(f), Some(t)) => format!(", from {f:.1} s to {t:.1} s of the soak"),
             _ => String::new(),
         };
+        // Every stall over the limit, not only the longest: how many, each
+        // one's length and when, then the longest in full.
+        let stalls: Vec<&SilenceSpan> = a.silences.iter().filter(|s| s.len_s > ctx.rules.silence.limit_s).collect();
+        let lead = if stalls.len() > 1 {
+            let list: Vec<String> = stalls
+                .iter()
+                .take(MAX_STALLS_NAMED)
+                .map(|s| format!("{:.1} s from {:.1} s", s.len_s, s.from_soak_s))
+                .collect();
+            let more = stalls.len().saturating_sub(MAX_STALLS_NAMED);
+            format!(
+                "{} stalls over the {:.1} s limit ({}{} of the soak); the longest: ",
+                stalls.len(),
+                ctx.rules.silence.limit_s,
+                list.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+        } else {
+            String::new()
+        };
         if a.silence_total {
-            fail.push(format!("stall: the SUT acknowledged nothing for {silent:.1} s{when}{p99}"));
+            fail.push(format!("stall: {lead}the SUT acknowledged nothing for {silent:.1} s{when}{p99}"));
         } else {
             fail.push(format!(
-                "stall: readings waited {silent:.1} s without an answer on one connection{when} while others were answered{p99}"
+                "stall: {lead}readings waited {silent:.1} s without an answer on one connection{when} while others were answered{p99}"
             ));
         }
     }
@@ -154,15 +207,32 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     // Refused readings are not pushback: the SUT answered them (the refusal leads).
     let short = g.achieved_ratio < MIN_ACHIEVED_RATIO && g.offered_ratio >= MIN_OFFERED_RATIO && g.rejected == 0;
     if step.target_rps > 0.0 && (pushback || short) {
+        // What was held back first, then the rate: an average that met the
+        // target over a soak with a long hold-back is no sign of health.
+        let held = if pushback {
+            format!(
+                "the SUT held the transport back {:.1} s of the {:.0} s soak (in-flight window full or writes blocked){}",
+                g.held_back_s,
+                g.soak_s,
+                if g.not_offered > 0 {
+                    format!(" and {} readings were not offered by the wall-clock end", g.not_offered)
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            format!(
+                "the SUT acknowledged fewer readings than were offered ({:.1} s held back){}",
+                g.held_back_s,
+                if g.not_offered > 0 { format!(", {} readings not offered", g.not_offered) } else { String::new() }
+            )
+        };
         fail.push(format!(
-            "pushback: the SUT accepted {:.0} readings/s of the {:.0}/s target ({:.1}%{}); the transport was held back {:.1} s of the {:.0} s soak{}",
+            "pushback: {held}; it accepted {:.0} readings/s of the {:.0}/s target ({:.1}%{})",
             g.achieved_rps,
             step.target_rps,
             g.achieved_ratio * 100.0,
             g.achieved_rps_min_5s.map(|m| format!(", {m:.0}/s in its slowest 5 s")).unwrap_or_default(),
-            g.held_back_s,
-            g.soak_s,
-            if g.not_offered > 0 { format!(", {} readings not offered by the wall-clock end", g.not_offered) } else { String::new() }
         ));
     }
     if let Some(p95) = step.lag.p95_s {
@@ -298,6 +368,7 @@ mod tests {
                 longest_silence_s: Some(0.05),
                 ..Default::default()
             },
+            store: Default::default(),
             outcomes: Default::default(),
             series: Default::default(),
             canaries: vec![],
@@ -351,6 +422,48 @@ mod tests {
         let mut ctx = Context::default();
         ctx.rules.silence.limit_s = 1.0;
         assert_eq!(decide(&s, &ctx).0, Status::Fail);
+    }
+
+    #[test]
+    fn a_store_that_answered_nothing_past_the_silence_limit_fails_as_a_storage_stall() {
+        let mut s = good();
+        s.store.store = "PostgreSQL (service `postgres`)".into();
+        s.store.silences = vec![
+            SilenceSpan { from_soak_s: 5.0, to_soak_s: 7.0, len_s: 2.0 },
+            SilenceSpan { from_soak_s: 25.1, to_soak_s: 45.1, len_s: 20.0 },
+        ];
+        let (status, reasons) = decide(&s, &Context::default());
+        assert_eq!(status, Status::Fail);
+        assert_eq!(
+            reasons[0],
+            "storage stall: PostgreSQL (service `postgres`) answered nothing for 20.0 s, from 25.1 s to 45.1 s of the soak"
+        );
+        // A 2 s pause of the store passes (the limit is the ack silence's).
+        s.store.silences.pop();
+        assert_eq!(decide(&s, &Context::default()).0, Status::Pass);
+    }
+
+    #[test]
+    fn several_stalls_are_each_named_with_when() {
+        let mut s = good();
+        s.ack_latency.longest_silence_s = Some(6.2);
+        s.ack_latency.silence_from_soak_s = Some(50.0);
+        s.ack_latency.silence_to_soak_s = Some(56.2);
+        s.ack_latency.silence_total = true;
+        s.ack_latency.silences = vec![
+            SilenceSpan { from_soak_s: 10.0, to_soak_s: 16.1, len_s: 6.1 },
+            SilenceSpan { from_soak_s: 20.0, to_soak_s: 21.5, len_s: 1.5 },
+            SilenceSpan { from_soak_s: 30.0, to_soak_s: 36.0, len_s: 6.0 },
+            SilenceSpan { from_soak_s: 50.0, to_soak_s: 56.2, len_s: 6.2 },
+        ];
+        let (status, reasons) = decide(&s, &Context::default());
+        assert_eq!(status, Status::Fail);
+        assert!(
+            reasons[0].starts_with(
+                "stall: 3 stalls over the 5.0 s limit (6.1 s from 10.0 s, 6.0 s from 30.0 s, 6.2 s from 50.0 s of the soak); the longest: the SUT acknowledged nothing for 6.2 s, from 50.0 s to 56.2 s of the soak"
+            ),
+            "{reasons:?}"
+        );
     }
 
     #[test]
@@ -489,7 +602,11 @@ mod tests {
         s.generator.achieved_rps_min_5s = Some(0.0);
         let (status, reasons) = decide(&s, &Context::default());
         assert_eq!(status, Status::Fail);
-        assert!(reasons[0].contains("pushback: the SUT accepted 110 readings/s of the 200/s target"), "{reasons:?}");
+        assert!(
+            reasons[0].starts_with("pushback: the SUT held the transport back 12.0 s of the"),
+            "what was held back comes before any percentage: {reasons:?}"
+        );
+        assert!(reasons[0].contains("it accepted 110 readings/s of the 200/s target"), "{reasons:?}");
         assert!(reasons[0].contains("0/s in its slowest 5 s"), "{reasons:?}");
         // A short hold-back (under 1 % of the soak, and under 1 s) is not pushback.
         let mut s = good();

@@ -16,6 +16,7 @@ mod http;
 mod ladder;
 mod models;
 mod plugin_faults;
+mod precision;
 mod prefill;
 mod probes;
 mod reports;

@@ -189,7 +189,7 @@ async fn scalebench_arm(
                 address: a.clone(),
                 payload: b.clone(),
                 carries: Carries::Readings { n: *n, ts_s: 0 },
-                intended_ms: crate::clock::now_ms(),
+                intended_ns: crate::clock::now_ns(),
             })
             .collect();
         senders[i % senders.len()].send(batch).await.map_err(|_| anyhow::anyhow!("the transport closed"))?;

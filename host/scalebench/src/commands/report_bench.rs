@@ -154,6 +154,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                 unmeasured: vec![],
                 live_safety: vec![],
                 ack_latency: AckLatency::default(),
+                store: StoreFigures::default(),
                 outcomes: Outcomes { ok: stored, lost: acked - stored, ..Default::default() },
                 series: {
                     let n = (warmup_s + soak_s) as usize;
@@ -170,6 +171,8 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                         ok_by_payload: Some(vec![per; n]),
                         lost_by_payload: Some(vec![0; n]),
                         unknown_by_payload: vec![0; n],
+                        store_round_trip: vec![Some(StoreSecond::Answered(0.0004)); n],
+                        stored_by_arrival: vec![Some(per as f64); n],
                     }
                 },
                 canaries: (0..((warmup_s + soak_s) / 2.0) as u64)
@@ -208,6 +211,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
         steps,
         ended_because: "step failed".into(),
         prefill: None,
+        floor: None,
     }
 }
 

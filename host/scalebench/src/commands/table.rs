@@ -156,6 +156,7 @@ mod tests {
             plugins: Default::default(),
             caps: Default::default(),
             prefill: None,
+            floor: None,
             steps: vec![
                 step(
                     1000,
@@ -189,14 +190,14 @@ mod tests {
         );
         assert!(lines[0].contains("command: `scalebench ladder --steps 1k,2.5k --note 'a b'`"), "{md}");
         assert!(md.contains(
-            "| Points | Status | Offered/s | Acked/s | Stored/s | Stored/s per CPU | Stored % | p95 lag | Lost canaries | Broker drops | latest-all | day-1 | hour-1000 | First failure |"
+            "| Points | Status | Offered/s | Acked/s | Stored/s | Stored/s per CPU | Stored % | p95 lag | Ack p99 (from intended) | Ack p50 (service) | Lost canaries | Broker drops | latest-all | day-1 | hour-1000 | First failure |"
         ), "{md}");
-        assert!(md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"), "{md}");
+        assert!(md.contains("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"), "{md}");
         assert!(
-            md.contains("| 1,000 | pass | 200 | 196 | 204 | 102 | 99.69% | 0.45 s | 0 | 0 | 0.31 s | 0.05 s | - | - |"),
+            md.contains("| 1,000 | pass | 200 | 196 | 204 | 102 | 99.69% | 0.45 s | n/m | n/m | 0 | 0 | 0.31 s | 0.05 s | - | - |"),
             "{md}"
         );
-        assert!(md.contains("| 2,500 | fail | 5,000 | 4,900 | 5,090 | 2,545 | 99.69% | 0.45 s | 0 | 115,903 | 1.80 s* | - | 0.20 s | probe latest-all over budget \\| 1.80 s > 1.00 s |"), "{md}");
+        assert!(md.contains("| 2,500 | fail | 5,000 | 4,900 | 5,090 | 2,545 | 99.69% | 0.45 s | n/m | n/m | 0 | 115,903 | 1.80 s* | - | 0.20 s | probe latest-all over budget \\| 1.80 s > 1.00 s |"), "{md}");
         assert!(md.contains("`*` warm median over budget"), "{md}");
         assert!(md.trim_end().ends_with("Highest passing step: 1,000 points. Run ended: step failed."), "{md}");
     }

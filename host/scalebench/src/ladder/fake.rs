@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 
 use super::{Fault, LadderConfig, Session};
 use crate::budgets::Budgets;
-use crate::clock::now_ms;
+use crate::clock::now_ns;
 use crate::future::BoxFuture;
 use crate::latency::Timing;
 use crate::results::{ServiceHealth, StepResult};
@@ -184,7 +184,7 @@ impl Transport for FakeTransport {
                     task.abort();
                 }
                 let mut counts = c.counts.lock().unwrap();
-                counts.close(now_ms());
+                counts.close(now_ns());
                 all.merge(&counts);
             }
             all
@@ -208,9 +208,9 @@ async fn connection(
         let mut c = counts.lock().unwrap();
         match answer {
             Answer::Ack => {
-                count_ack(&mut c, &live, carries, t, now_ms());
+                count_ack(&mut c, &live, carries, t, now_ns());
             }
-            Answer::Refuse(why) => count_refused(&mut c, &live, carries, t, now_ms(), why),
+            Answer::Refuse(why) => count_refused(&mut c, &live, carries, t, now_ns(), why),
         }
     };
     let mut outstanding = 0usize;
@@ -298,6 +298,17 @@ impl StoredCount for FakeCount {
             }
             Some((self.0.store.lock().unwrap().rows as f64, "the fake store's row counter".into()))
         })
+    }
+    fn ping(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            if let Some(d) = self.0.slow_count {
+                tokio::time::sleep(d).await;
+            }
+            Ok(())
+        })
+    }
+    fn store_name(&self) -> String {
+        "the fake store".into()
     }
     fn settles(&self) -> bool {
         false
@@ -496,7 +507,7 @@ pub async fn run_step(sut: Arc<Sut>, setup: Setup) -> StepResult {
             connections: cfg.connections,
             window: cfg.inflight as usize,
         }),
-        count: Box::new(FakeCount(sut.clone())),
+        count: Arc::new(FakeCount(sut.clone())),
         next_canary_seq: 0,
         watch: crate::live_safety::Watch::start(cfg.live.clone()).unwrap(),
         workers: None,

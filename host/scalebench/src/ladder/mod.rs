@@ -6,7 +6,9 @@
 //!
 //! Before step 1 every stack passes the one-reading check: one reading (a
 //! canary) published through the real transport must be acknowledged *and*
-//! reach storage — a broker acknowledges publishes its ACL denies.
+//! reach storage — a broker acknowledges publishes its ACL denies. Then the
+//! floor: the carrier's bare round trip, one message at a time
+//! (`floor.rs`), which every ack latency is shown beside.
 //!
 //! Plugins, one instance per role: the producer owns the model and the
 //! encoding adapter on a thread of its own; the counting adapter (stored
@@ -35,6 +37,7 @@ use crate::transport::CarrierOptions;
 pub mod config;
 #[cfg(test)]
 pub(crate) mod fake;
+mod floor;
 mod reading_check;
 mod session;
 pub(crate) mod step;
@@ -129,7 +132,7 @@ pub async fn run(
         durability_settings.insert("jetstream.storage".into(), jp.storage.clone());
         durability_settings.insert("jetstream.replicas".into(), jp.replicas.to_string());
     }
-    let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, &*stack, jetstream).await?;
+    let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, &*stack, &services, jetstream).await?;
     {
         let q = counter.clone();
         tokio::task::spawn_blocking(move || q.lock().unwrap().preflight())
@@ -165,6 +168,7 @@ pub async fn run(
         max_passing_points: None,
         ended_because: "running".into(),
         prefill: cfg.prefill.clone(),
+        floor: None,
     };
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 
@@ -195,6 +199,10 @@ pub async fn run(
         }
         return Err(e.into());
     }
+    // The carrier's bare round trip: the floor every ack latency stands beside.
+    let floor = floor::measure_floor(&mut session, &stop).await;
+    eprintln!("floor: {}", crate::format::floor(&floor));
+    result.floor = Some(floor);
     result.save(&path).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("results: {}", path.display());
 

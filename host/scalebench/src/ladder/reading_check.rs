@@ -38,7 +38,7 @@ pub(super) async fn reading_check(session: &mut Session, stop: &AtomicBool) -> R
         address: Arc::from(m.address.as_str()),
         payload: bytes::Bytes::from(m.payload),
         carries: Carries::Canary { seq },
-        intended_ms: crate::clock::now_ms(),
+        intended_ns: crate::clock::now_ns(),
     }];
     let sent = transport.senders()[0].send(batch).await.is_ok();
     let deadline = Instant::now() + CHECK_ACK_WAIT;

@@ -26,7 +26,7 @@ pub(crate) struct Session {
     /// How readings reach the SUT (from the plan's transport).
     pub carrier: Box<dyn Carrier>,
     /// Who counts what was stored (from the plan's storage).
-    pub count: Box<dyn StoredCount>,
+    pub count: Arc<dyn StoredCount>,
     pub next_canary_seq: u64,
     pub watch: live_safety::Watch,
     /// A distributed run's workers (None: this process offers the load).

@@ -258,7 +258,7 @@ pub fn run(
                 address: Arc::from(m.address.as_str()),
                 payload: bytes::Bytes::from(m.payload),
                 carries: Carries::Topology,
-                intended_ms: crate::clock::now_ms(),
+                intended_ns: crate::clock::now_ns(),
             })
             .collect();
         if tx.send(Work::Topology(topology)).is_err() {
@@ -341,7 +341,7 @@ fn chunk_messages(
             let enc = adapter.encode(&readings).map_err(crate::catalog::user_error)?;
             check_encoded(adapter.name(), &enc, addresses.len(), readings.points.len())
                 .map_err(crate::catalog::user_error)?;
-            split_encoded(enc, &readings, addresses, crate::clock::now_ms(), |_, m, _| out.push(m));
+            split_encoded(enc, &readings, addresses, |_| crate::clock::now_ns(), |_, m, _| out.push(m));
             b0 += b;
         }
         run += len;

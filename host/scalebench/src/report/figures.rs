@@ -200,7 +200,7 @@ fn latency(c: &StepCtx) -> Figure {
     if let Some(p) = a.intended.p99_s {
         rules.push(Rule { name: format!("soak p99 {}", seconds(p)), value: p, limit: false });
     }
-    let caption = if super::step_facts::latency_rows(c.s).is_none() {
+    let caption = if super::step_facts::latency_rows(c.s, None).is_none() {
         "Ack latency: not recorded in this result.".to_string()
     } else {
         format!(

@@ -127,7 +127,7 @@ fn render_run(run: &RunReport, heading: bool, h: &mut String) {
             }
             h.push_str("</ul>\n");
         }
-        step_facts(step, h);
+        step_facts(step, r.floor.as_ref(), h);
         h.push_str("<div class=\"charts\">\n");
         for f in figs {
             figure(f, h);
@@ -155,11 +155,11 @@ fn table(class: &str, header: &[&str], rows: Vec<Vec<String>>, h: &mut String) {
 }
 
 /// The step's ack latency quantiles, silence, outcomes and canaries.
-fn step_facts(step: &StepResult, h: &mut String) {
+fn step_facts(step: &StepResult, floor: Option<&crate::results::Floor>, h: &mut String) {
     if let Some(rows) = super::step_facts::worker_rows(step) {
         table("workers", &super::step_facts::WORKER_HEADER, rows, h);
     }
-    if let Some(rows) = super::step_facts::latency_rows(step) {
+    if let Some(rows) = super::step_facts::latency_rows(step, floor) {
         table("latency", &super::step_facts::LATENCY_HEADER, rows, h);
     }
     h.push_str("<ul class=\"facts\">\n");

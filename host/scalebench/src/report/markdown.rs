@@ -51,7 +51,7 @@ pub fn render(report: &Report) -> String {
             if !step.reasons.is_empty() || !step.unmeasured.is_empty() {
                 m.push('\n');
             }
-            step_facts(step, &mut m);
+            step_facts(step, r.floor.as_ref(), &mut m);
             for f in figs {
                 match (&f.svg, &f.missing) {
                     (Some(_), _) => {
@@ -83,11 +83,11 @@ fn table(header: &[&str], rows: Vec<Vec<String>>, m: &mut String) {
     m.push('\n');
 }
 
-fn step_facts(step: &StepResult, m: &mut String) {
+fn step_facts(step: &StepResult, floor: Option<&crate::results::Floor>, m: &mut String) {
     if let Some(rows) = super::step_facts::worker_rows(step) {
         table(&super::step_facts::WORKER_HEADER, rows, m);
     }
-    if let Some(rows) = super::step_facts::latency_rows(step) {
+    if let Some(rows) = super::step_facts::latency_rows(step, floor) {
         table(&super::step_facts::LATENCY_HEADER, rows, m);
     }
     for line in super::step_facts::lines(step) {

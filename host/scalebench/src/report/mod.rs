@@ -192,5 +192,9 @@ pub fn run_rows(r: &RunResult) -> Vec<(&'static str, String)> {
     if !r.caps.is_empty() {
         rows.push(("Caps", r.caps.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ")));
     }
+    rows.push((
+        "Floor (bare round trip before step 1)",
+        r.floor.as_ref().map(crate::format::floor).unwrap_or_else(|| "not recorded in this result".into()),
+    ));
     rows
 }

@@ -5,9 +5,9 @@
 //!
 //! A result written before these were recorded says so, never a row of zeros.
 
-use crate::format::{measured_seconds, seconds, thousands};
+use crate::format::{latency, seconds, thousands};
 use crate::latency::Quantiles;
-use crate::results::StepResult;
+use crate::results::{Floor, StepResult};
 
 /// Columns of the ack latency table.
 /// The per-worker table of a distributed step.
@@ -53,27 +53,37 @@ pub fn worker_rows(step: &StepResult) -> Option<Vec<Vec<String>>> {
 
 pub const LATENCY_HEADER: [&str; 7] = ["Ack latency", "Acks", "p50", "p90", "p99", "p99.9", "max"];
 
-fn row(name: &str, q: &Quantiles) -> Vec<String> {
+fn row(name: &str, q: &Quantiles, resolution_s: Option<f64>) -> Vec<String> {
+    // Results written before the resolution was recorded held ms figures.
+    let r = resolution_s.or(Some(1e-3));
     vec![
         name.to_string(),
         thousands(q.count),
-        measured_seconds(q.p50_s),
-        measured_seconds(q.p90_s),
-        measured_seconds(q.p99_s),
-        measured_seconds(q.p999_s),
-        measured_seconds(q.max_s),
+        latency(q.p50_s, r),
+        latency(q.p90_s, r),
+        latency(q.p99_s, r),
+        latency(q.p999_s, r),
+        latency(q.max_s, r),
     ]
 }
 
-/// The two rows of the ack latency table; None when the result has no
-/// latency recorded (written before it was measured, or nothing acked).
-pub fn latency_rows(s: &StepResult) -> Option<Vec<Vec<String>>> {
+/// The rows of the ack latency table (from intended send time, service
+/// time, send lag, and the run's floor beside them); None when the result
+/// has no latency recorded (written before it was measured, or nothing acked).
+pub fn latency_rows(s: &StepResult, floor: Option<&Floor>) -> Option<Vec<Vec<String>>> {
     let a = &s.ack_latency;
     (a.intended.count > 0 || a.service.count > 0).then(|| {
-        vec![
-            row("from intended send time (what a client waited)", &a.intended),
-            row("from the send (service time)", &a.service),
-        ]
+        let mut rows = vec![
+            row("from intended send time (what a client waited)", &a.intended, a.resolution_s),
+            row("from the send (service time)", &a.service, a.resolution_s),
+        ];
+        if a.send_lag.count > 0 {
+            rows.push(row("send lag (sent − intended: the pacing's own lateness)", &a.send_lag, a.resolution_s));
+        }
+        if let Some(f) = floor.filter(|f| f.round_trip.count > 0) {
+            rows.push(row("floor: the bare round trip before step 1", &f.round_trip, Some(f.resolution_s)));
+        }
+        rows
     })
 }
 
@@ -135,7 +145,7 @@ pub fn canaries_text(s: &StepResult) -> String {
 /// Every line of text for a step, in report order (latency table apart).
 pub fn lines(s: &StepResult) -> Vec<String> {
     let mut out = Vec::new();
-    if latency_rows(s).is_some() {
+    if latency_rows(s, None).is_some() {
         out.push(silence_text(s));
     } else {
         out.push("Ack latency: not recorded in this result.".into());
@@ -153,7 +163,7 @@ mod tests {
     #[test]
     fn unrecorded_is_said_not_zero() {
         let s = StepResult::default();
-        assert!(latency_rows(&s).is_none());
+        assert!(latency_rows(&s, None).is_none());
         assert_eq!(lines(&s)[0], "Ack latency: not recorded in this result.");
         assert!(lines(&s)[1].contains("not recorded"));
 
@@ -169,8 +179,8 @@ mod tests {
             outcomes: Outcomes { ok: 1600, lost: 32, unknown: 5, ..Default::default() },
             ..Default::default()
         };
-        let rows = latency_rows(&s).unwrap();
-        assert_eq!(rows[0][1..5], ["10", "0.01 s", "n/m", "20.5 s"]);
+        let rows = latency_rows(&s, None).unwrap();
+        assert_eq!(rows[0][1..5], ["10", "10.0 ms", "n/m", "20.5 s"]);
         assert_eq!(rows[1][1], "0", "service time recorded nothing: a count of 0, quantiles n/m");
         assert_eq!(rows[1][4], "n/m");
         assert!(silence_text(&s).contains("20.0 s, from 10.0 s to 30.0 s into the soak (no connection"));

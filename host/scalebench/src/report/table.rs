@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::format::{measured, measured_seconds, percent, seconds, status, thousands, whole};
+use crate::format::{latency, measured, measured_seconds, percent, seconds, status, thousands, whole};
 use crate::results::{ProbeResult, RunResult, Status, StepResult};
 
 /// One run's table, cells as plain text (escaped by each view).
@@ -136,6 +136,8 @@ pub fn run_table(r: &RunResult) -> RunTable {
         "Stored/s per CPU",
         "Stored %",
         "p95 lag",
+        "Ack p99 (from intended)",
+        "Ack p50 (service)",
         "Lost canaries",
         "Broker drops",
     ]
@@ -159,6 +161,8 @@ pub fn run_table(r: &RunResult) -> RunTable {
             measured(i.stored_rps_per_host_cpu),
             if i.acked > 0 { percent(i.stored_ratio) } else { "-".into() },
             measured_seconds(s.lag.p95_s),
+            latency(s.ack_latency.intended.p99_s, s.ack_latency.resolution_s.or(Some(1e-3))),
+            latency(s.ack_latency.service.p50_s, s.ack_latency.resolution_s.or(Some(1e-3))),
             thousands(s.lag.lost),
             measured(i.broker_dropped_delta),
         ];
@@ -185,6 +189,11 @@ pub fn run_table(r: &RunResult) -> RunTable {
     }
     if by_payload {
         legend.push("Stored/s (by payload second): readings stored per second of soak, counted by the second in their payload (`ingest.stored_rps_by_payload`), as this target has no write counter of its own");
+    }
+    let floor =
+        r.floor.as_ref().map(|f| format!("floor (the bare round trip before step 1): {}", crate::format::floor(f)));
+    if let Some(f) = &floor {
+        legend.push(f);
     }
     let legend = (!legend.is_empty()).then(|| format!("{}.", legend.join("; ")));
     let mut verdict = ceiling_text(r);

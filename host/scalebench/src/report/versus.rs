@@ -143,6 +143,7 @@ mod tests {
             plugins: Default::default(),
             caps: Default::default(),
             prefill: None,
+            floor: None,
             steps: vec![step],
             max_passing_points: Some(1000),
             ended_because: "completed".into(),

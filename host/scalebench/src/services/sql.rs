@@ -90,8 +90,9 @@ impl StackServices {
     }
 
     /// Run `statement` with `params` on database service `database`, timed,
-    /// read-only, on `role`'s own connection. The duration (prepare + query)
-    /// is `None` when the request never ran (unknown service, no connection).
+    /// read-only, on `role`'s own connection. The duration runs from the call
+    /// to the last row (connection wait, BEGIN, prepare and query); it is
+    /// `None` when the request never ran (unknown service, no connection).
     pub fn timed_sql_as(
         &self,
         role: &str,
@@ -100,15 +101,18 @@ impl StackServices {
         statement: &str,
         params: &[SqlValue],
     ) -> (Result<SqlRows, String>, Option<Duration>) {
+        // Timed from the moment it is asked: the wait for the role's
+        // connection (another request on it, a reconnect), BEGIN, prepare
+        // and query all count, as a client of the SUT would wait them.
+        let asked = Instant::now();
         let binds: Vec<Param> = params.iter().map(Param).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = binds.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let r = self.role_conn(role, database).and_then(|slot| {
             self.with_conn(&slot, database, |c| {
                 let mut tx = c.build_transaction().read_only(true).start()?;
-                let t0 = Instant::now();
                 let stmt = tx.prepare(statement)?;
                 let rows = tx.query(&stmt, &refs)?;
-                let took = t0.elapsed();
+                let took = asked.elapsed();
                 let converted = convert_rows(&stmt, &rows);
                 tx.rollback()?;
                 Ok((converted, took))

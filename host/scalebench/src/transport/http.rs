@@ -42,7 +42,7 @@ use tokio::sync::mpsc;
 use super::pool::Pool;
 use super::Live;
 use super::{AckCounts, Batch, Carries, Message};
-use crate::clock::now_ms;
+use crate::clock::now_ns;
 use crate::latency::Timing;
 use plugin_runtime::PluginError;
 
@@ -216,7 +216,7 @@ impl HttpTransport {
             if !timed_out {
                 counts.input_drained = true;
             }
-            counts.close(now_ms());
+            counts.close(now_ns());
             counts.input_drained = true;
             all.merge(&counts);
         }
@@ -407,7 +407,7 @@ enum Verdict {
 /// that spends more CPU per request than the plain client takes it from
 /// the server it measures on a small machine.
 fn judge(shared: &Arc<Shared>, m: &Message, r: Answer) -> Verdict {
-    let at = now_ms();
+    let at = now_ns();
     let refused = |why: String| Verdict::Refused { at, why };
     match r {
         Err(e) => Verdict::Unanswered(e),

@@ -33,16 +33,17 @@ pub struct Message {
     pub address: Arc<str>,
     pub payload: Bytes,
     pub carries: Carries,
-    /// When the schedule said this message was due (ms since the epoch):
-    /// acknowledgement latency is measured from here as well as from the
-    /// actual send ([`crate::latency`]).
-    pub intended_ms: i64,
+    /// The instant the schedule gave this message's (first) reading, ns
+    /// since the epoch on the monotonic clock: acknowledgement latency is
+    /// measured from here as well as from the actual send ([`crate::latency`]).
+    pub intended_ns: i64,
 }
 
 impl Message {
-    /// The message's timing, sent now.
+    /// The message's timing, its bytes handed to the socket now.
+    #[inline]
     pub fn sent_now(&self) -> Timing {
-        Timing { intended_ms: self.intended_ms, sent_ms: crate::clock::now_ms() }
+        Timing { intended_ns: self.intended_ns, sent_ns: crate::clock::now_ns() }
     }
     /// Readings this message carries.
     pub fn readings(&self) -> u64 {
@@ -131,21 +132,21 @@ pub struct AckCounts {
 
 impl AckCounts {
     /// Count one acknowledged message; returns the readings it carried.
-    /// `at_ms` is when the ack arrived (wall clock, ms since the epoch).
-    pub fn record_ack(&mut self, carries: Carries, t: Timing, at_ms: i64) -> u64 {
+    /// `at_ns` is when the ack was read (ns since the epoch, [`crate::clock::now_ns`]).
+    pub fn record_ack(&mut self, carries: Carries, t: Timing, at_ns: i64) -> u64 {
         self.acked_msgs += 1;
         self.settled_msgs += 1;
         match carries {
             Carries::Readings { n, ts_s } => {
                 *self.acked_by_second.entry(ts_s).or_default() += n as u64;
-                *self.acked_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
+                *self.acked_by_arrival_second.entry(at_ns.div_euclid(1_000_000_000)).or_default() += n as u64;
                 self.readings_acked += n as u64;
-                self.latency.answered(t, n as u64, at_ms, true);
+                self.latency.answered(t, n as u64, at_ns, true);
                 n as u64
             }
             Carries::Canary { seq } => {
                 self.canaries_acked += 1;
-                self.canary_acked_at.insert(seq, at_ms);
+                self.canary_acked_at.insert(seq, at_ns.div_euclid(1_000_000));
                 0
             }
             Carries::Topology => {
@@ -156,14 +157,14 @@ impl AckCounts {
     }
 
     /// The SUT answered a message but refused it (HTTP non-2xx, an error grid).
-    pub fn record_refused(&mut self, carries: Carries, t: Timing, at_ms: i64, why: String) {
+    pub fn record_refused(&mut self, carries: Carries, t: Timing, at_ns: i64, why: String) {
         self.settled_msgs += 1;
         self.refused_msgs += 1;
         if let Carries::Readings { n, ts_s } = carries {
             self.readings_rejected += n as u64;
-            *self.refused_by_arrival_second.entry(at_ms.div_euclid(1000)).or_default() += n as u64;
+            *self.refused_by_arrival_second.entry(at_ns.div_euclid(1_000_000_000)).or_default() += n as u64;
             *self.refused_by_second.entry(ts_s).or_default() += n as u64;
-            self.latency.answered(t, n as u64, at_ms, false);
+            self.latency.answered(t, n as u64, at_ns, false);
         }
         self.record_error(why);
     }
@@ -179,11 +180,11 @@ impl AckCounts {
         }
     }
 
-    /// The connection is done at `at_ms`: a silence still open (messages
+    /// The connection is done at `at_ns`: a silence still open (messages
     /// written and never settled, or batches never taken) ends here.
-    pub fn close(&mut self, at_ms: i64) {
+    pub fn close(&mut self, at_ns: i64) {
         let waiting = self.queued > self.settled_msgs || !self.input_drained;
-        self.latency.close(at_ms, waiting, None);
+        self.latency.close(at_ns, waiting, None);
     }
 
     /// Count an error, keeping the first few distinct messages.
@@ -242,18 +243,18 @@ pub(crate) fn note_error(counts: &std::sync::Mutex<AckCounts>, live: &Live, msg:
 
 /// Count an acknowledgement in a connection's counts (and the live view):
 /// the one path every transport's acks take.
-pub(crate) fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ms: i64) -> u64 {
+pub(crate) fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ns: i64) -> u64 {
     c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
     c.latency.enabled = !live.no_latency.load(Ordering::Relaxed);
-    let n = c.record_ack(carries, t, at_ms);
+    let n = c.record_ack(carries, t, at_ns);
     live.readings_acked.fetch_add(n, Ordering::Relaxed);
     n
 }
 
 /// Count a refusal (answered, not acknowledged).
-pub(crate) fn count_refused(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ms: i64, why: String) {
+pub(crate) fn count_refused(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ns: i64, why: String) {
     c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
-    c.record_refused(carries, t, at_ms, why);
+    c.record_refused(carries, t, at_ns, why);
     live.errors.fetch_add(1, Ordering::Relaxed);
 }
 

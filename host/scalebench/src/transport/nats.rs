@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use super::pool::Pool;
 use super::Live;
 use super::{note_error, AckCounts, Batch, Carries};
-use crate::clock::now_ms;
+use crate::clock::now_ns;
 use crate::latency::Timing;
 
 #[derive(Debug, Clone)]
@@ -184,7 +184,7 @@ impl NatsTransport {
             drop(c.tx);
             let _ = tokio::time::timeout_at(deadline, c.task).await;
             let mut counts = c.counts.lock().unwrap();
-            counts.close(now_ms());
+            counts.close(now_ns());
             all.merge(&counts);
         }
         shutdown.store(true, Ordering::Relaxed);
@@ -301,7 +301,7 @@ pub fn carried_readings(value: &str) -> Option<(i64, u64)> {
 }
 
 fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, canary_acks: &Mutex<BTreeMap<u64, i64>>) {
-    let at = now_ms();
+    let at = now_ns();
     super::count_ack(c, live, carries, t, at);
     if let Carries::Canary { seq } = carries {
         canary_acks.lock().unwrap().insert(seq, at);

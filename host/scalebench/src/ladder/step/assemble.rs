@@ -147,6 +147,7 @@ pub(super) async fn assemble(
             not_offered: r.readings_scheduled.saturating_sub(r.readings_offered),
         },
         ack_latency: c.ack_latency,
+        store: c.store,
         series: c.series,
         canaries,
         workers: Vec::new(),

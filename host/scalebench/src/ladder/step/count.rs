@@ -18,6 +18,7 @@ pub(super) struct Counted {
     pub(super) dropped: Option<f64>,
     pub(super) series: Series,
     pub(super) ack_latency: AckLatency,
+    pub(super) store: StoreFigures,
 }
 
 /// The step's per-second series, second 0 being the load's first.
@@ -68,6 +69,51 @@ pub(super) fn series(
         ok_by_payload,
         lost_by_payload,
         unknown_by_payload,
+        store_round_trip: Vec::new(),
+        stored_by_arrival: Vec::new(),
+    }
+}
+
+/// The store's round trip and stored-by-arrival, second by second of the series.
+pub(super) fn store_series(s: &mut Series, rec: &super::store_watch::StoreRecord) {
+    let (start, len) = (s.start_unix_s, s.offered.len() as i64);
+    let end = start + len - 1;
+    s.store_round_trip = (start..=end).map(|k| rec.round_trip.get(&k).copied()).collect();
+    s.stored_by_arrival = super::store_watch::stored_by_arrival(&rec.written, start, end);
+}
+
+/// What the store watch saw, placed in the soak: silences from the soak's
+/// start (as the ack silences are), round trips of the answered requests.
+pub(super) fn store_figures(rec: &super::store_watch::StoreRecord, soak_from_ms: i64) -> StoreFigures {
+    let mut answered: Vec<f64> = rec
+        .round_trip
+        .values()
+        .filter_map(|s| match s {
+            StoreSecond::Answered(t) | StoreSecond::Failed(t) => Some(*t),
+            StoreSecond::NoAnswerFor(_) => None,
+        })
+        .collect();
+    answered.sort_by(f64::total_cmp);
+    let waiting = rec.round_trip.values().filter(|s| matches!(s, StoreSecond::NoAnswerFor(_))).count() as u64;
+    let silences = crate::latency::joined(&rec.silences)
+        .into_iter()
+        .filter(|s| s.to_ms > soak_from_ms)
+        .map(|s| {
+            let from_ms = s.from_ms.max(soak_from_ms);
+            SilenceSpan {
+                from_soak_s: (from_ms - soak_from_ms) as f64 / 1e3,
+                to_soak_s: (s.to_ms - soak_from_ms) as f64 / 1e3,
+                len_s: (s.to_ms - from_ms) as f64 / 1e3,
+            }
+        })
+        .collect();
+    StoreFigures {
+        store: rec.store.clone(),
+        answered: answered.len() as u64,
+        seconds_without_answer: waiting,
+        round_trip_p50_s: crate::probes::median(&answered),
+        round_trip_max_s: answered.last().copied(),
+        silences,
     }
 }
 
@@ -77,6 +123,16 @@ pub(super) fn ack_latency(counts: &AckCounts, soak_from_ms: i64) -> AckLatency {
     let mut a = AckLatency {
         intended: crate::latency::Quantiles::of(&l.intended_us),
         service: crate::latency::Quantiles::of(&l.service_us),
+        send_lag: crate::latency::Quantiles::of(&l.send_lag_us),
+        resolution_s: Some(crate::latency::RESOLUTION_S),
+        silences: crate::latency::joined(&l.silences)
+            .into_iter()
+            .map(|s| SilenceSpan {
+                from_soak_s: (s.from_ms - soak_from_ms) as f64 / 1e3,
+                to_soak_s: (s.to_ms - soak_from_ms) as f64 / 1e3,
+                len_s: s.len_ms() as f64 / 1e3,
+            })
+            .collect(),
         ..Default::default()
     };
     match l.longest_silence {
@@ -172,7 +228,12 @@ pub(super) async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Dr
         stored_rps,
         broker,
         dropped,
-        series: series(r, &d.counts, d.stored_error.is_none().then_some(&d.stored_by_second), soak_from_ms),
+        series: {
+            let mut s = series(r, &d.counts, d.stored_error.is_none().then_some(&d.stored_by_second), soak_from_ms);
+            store_series(&mut s, &o.store);
+            s
+        },
         ack_latency: ack_latency(&d.counts, soak_from_ms),
+        store: store_figures(&o.store, soak_from_ms),
     })
 }

@@ -47,6 +47,7 @@ mod faults;
 #[cfg(test)]
 mod honesty;
 mod offer;
+pub(crate) mod store_watch;
 #[cfg(test)]
 mod tests;
 mod topology;

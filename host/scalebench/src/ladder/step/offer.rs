@@ -2,6 +2,7 @@
 //! step samples, supervises, injects calibration faults and times probes.
 
 use super::faults::FaultClock;
+use super::store_watch::{StoreRecord, StoreWatch};
 use super::*;
 
 /// What the offer phase measured.
@@ -33,6 +34,8 @@ pub(super) struct Offered {
     pub(super) load_ended: Instant,
     /// Calibration faults as they were injected.
     pub(super) faults: Vec<InjectedFault>,
+    /// The store watched every second of the load.
+    pub(super) store: StoreRecord,
 }
 
 pub(super) fn disk_check(
@@ -193,7 +196,10 @@ pub(super) async fn offer(
         frozen: Vec::new(),
         load_ended: Instant::now(),
         faults: Vec::new(),
+        store: StoreRecord::default(),
     };
+    // The store's round trip and write counter, every second of the load.
+    let store_watch = StoreWatch::start(session.count.clone());
     let mut probes_task: Option<tokio::task::JoinHandle<(ProbeSet, Vec<ProbeResult>)>> = None;
     let probes_until = Arc::new(AtomicBool::new(false));
     let mut last_acked = 0u64;
@@ -303,13 +309,20 @@ pub(super) async fn offer(
             }
             o.proc_samples.push(procs);
             let svc = env.services.clone();
+            let mut store_no_answer_s = None;
             let pg_roundtrip_s = if svc.database_names().is_empty() {
                 None
             } else {
                 let rt =
                     tokio::task::spawn_blocking(move || svc.pg_roundtrip("postgres").ok().map(|d| d.as_secs_f64()));
                 let rt = tokio::time::timeout(SAMPLE_WAIT, rt);
-                faults.during(env.stack, rt).await.ok().and_then(|r| r.ok()).flatten()
+                match faults.during(env.stack, rt).await {
+                    Ok(r) => r.ok().flatten(),
+                    Err(_) => {
+                        store_no_answer_s = Some(SAMPLE_WAIT.as_secs_f64());
+                        None
+                    }
+                }
             };
             let lag_s = match transport.canary_acks() {
                 Some(acks) => {
@@ -319,7 +332,11 @@ pub(super) async fn offer(
                 None => o.seen.lock().unwrap().seen.values().last().map(|(ts, at)| (*at - *ts) as f64 / 1e3),
             };
             // Stored rate since the last sample, from the storage's own write counter.
+            let asked = Instant::now();
             let written = faults.during(env.stack, sample_written(session)).await.map(|(n, _)| (Instant::now(), n));
+            if written.is_none() && asked.elapsed() >= SAMPLE_WAIT {
+                store_no_answer_s = Some(asked.elapsed().as_secs_f64());
+            }
             let stored_rps = match (last_written, written) {
                 (Some((t0, n0)), Some((t1, n1))) => Some((n1 - n0) / t1.duration_since(t0).as_secs_f64().max(1e-3)),
                 _ => None,
@@ -361,6 +378,7 @@ pub(super) async fn offer(
                 offered_rps,
                 acked_rps,
                 stored_rps,
+                store_no_answer_s,
                 lag_s,
                 behind_s: behind,
             });
@@ -370,6 +388,7 @@ pub(super) async fn offer(
                 stored_rps,
                 lag_s,
                 pg_roundtrip_s,
+                store_no_answer_s,
                 behind_schedule_s: behind,
                 cpu_percent,
                 rss_bytes,
@@ -386,6 +405,7 @@ pub(super) async fn offer(
     }
     // The load is over: probes still running no longer run under load.
     probes_until.store(true, Ordering::Relaxed);
+    o.store = store_watch.finish().await;
     let (injected, unmeasured, frozen) = faults.finish();
     o.faults = injected;
     o.unmeasured.extend(unmeasured);

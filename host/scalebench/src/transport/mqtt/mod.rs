@@ -244,7 +244,7 @@ impl MqttTransport {
                 // A connection stuck in connect: nothing more will be acked.
             }
             let mut c = counts.lock().unwrap();
-            c.close(crate::clock::now_ms());
+            c.close(crate::clock::now_ns());
             all.merge(&c);
         }
         all
@@ -480,6 +480,8 @@ async fn read_acks(
     dead: Arc<AtomicBool>,
 ) {
     let mut chunk = vec![0u8; 64 * 1024];
+    // When the bytes being parsed were read: an ack is answered then.
+    let mut read_at = crate::clock::now_ns();
     loop {
         // Parse everything buffered.
         let mut used_total = 0;
@@ -501,7 +503,7 @@ async fn read_acks(
                 }
             }
             if !acks.is_empty() {
-                let at = crate::clock::now_ms();
+                let at = read_at;
                 let mut table = inflight.lock().unwrap();
                 let mut c = counts.lock().unwrap();
                 let mut released = 0;
@@ -521,7 +523,10 @@ async fn read_acks(
                 done.notify_waiters();
                 return;
             }
-            Ok(n) => acc.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                read_at = crate::clock::now_ns();
+                acc.extend_from_slice(&chunk[..n]);
+            }
         }
     }
 }
