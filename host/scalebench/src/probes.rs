@@ -156,6 +156,26 @@ impl Asker {
 /// it would hide that.
 pub const SLOW_RUN_BUDGETS: f64 = 3.0;
 
+/// The probe set's `setup` reads the SUT too (its points, the last hour of
+/// history) under load, untimed by any budget of its own: when those reads
+/// took over [`SLOW_RUN_BUDGETS`] times the set's largest budget, they are
+/// reported as a failed probe named `setup` with the time they took (a
+/// probe phase asked during an outage waits it out here, and the probes
+/// after it would read as quick).
+pub fn judge_setup(took_s: f64, probes: &[Probe], budgets: &Budgets) -> Option<ProbeResult> {
+    let largest = probes.iter().filter_map(|p| budgets.get(&p.name)).map(|b| b.budget_s).fold(0.0, f64::max);
+    (largest > 0.0 && took_s > largest * SLOW_RUN_BUDGETS).then(|| ProbeResult {
+        name: "setup".into(),
+        description: "the probe set's own reads before its probes (points, history range)".into(),
+        cold_s: Some(took_s),
+        ok: false,
+        error: Some(format!(
+            "over budget: the probe set's setup (its reads of the SUT before the probes) took {took_s:.3} s, over {SLOW_RUN_BUDGETS:.0}× the set's largest budget ({largest:.3} s)"
+        )),
+        ..Default::default()
+    })
+}
+
 /// What a probe's error says when the load ended before it finished: its
 /// timings were not taken under load, so it is unmeasured, not passed.
 pub const NOT_UNDER_LOAD: &str = "did not finish while the load ran";

@@ -262,8 +262,14 @@ pub(super) async fn offer(
                     probes_until.clone(),
                 );
                 probes_task = Some(tokio::task::spawn_blocking(move || {
+                    let asked = Instant::now();
                     let results = match ps.setup(&params, &tags) {
-                        Ok(probes) => crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until),
+                        Ok(probes) => {
+                            let setup = crate::probes::judge_setup(asked.elapsed().as_secs_f64(), &probes, &b);
+                            let mut r = crate::probes::run_probes_until(&mut ps, &probes, &svc, &b, runs, &until);
+                            r.splice(0..0, setup);
+                            r
+                        }
                         Err(e) => vec![ProbeResult {
                             name: "setup".into(),
                             ok: false,
