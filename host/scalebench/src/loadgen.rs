@@ -276,9 +276,14 @@ pub fn produce(
                 check_encoded(plugins.adapter.name(), &enc, addresses.len(), readings.points.len())?;
                 // Each message is due at the exact instant of its first
                 // reading in the interval's even spread (ns), not its slot's start.
-                let interval_ns = interval_ms as i128 * 1_000_000;
+                let interval_ns = interval_ms * 1_000_000;
                 let instant = |r: usize| {
-                    interval_start_ms * 1_000_000 + ((first + r as u64) as i128 * interval_ns / n as i128) as i64
+                    let p = first + r as u64;
+                    // 64-bit unless point × interval overflows it (u128 then).
+                    let off = p
+                        .checked_mul(interval_ns)
+                        .map_or_else(|| (p as u128 * interval_ns as u128 / n as u128) as u64, |x| x / n);
+                    interval_start_ms * 1_000_000 + off as i64
                 };
                 split_encoded(enc, &readings, addresses, instant, |tag, m, carries| {
                     let (batch, carried) = &mut batches[(tag as u64 % conns) as usize];

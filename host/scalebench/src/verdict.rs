@@ -33,6 +33,23 @@ use crate::results::{SilenceSpan, Status, StepResult};
 /// Stalls named one by one in a reason; more are counted.
 const MAX_STALLS_NAMED: usize = 10;
 
+/// "3 stalls over the 5.0 s limit (6.1 s from 10.0 s, … of the soak)" when
+/// there is more than one; None for one or none.
+fn several_stalls(stalls: &[&SilenceSpan], limit_s: f64) -> Option<String> {
+    if stalls.len() < 2 {
+        return None;
+    }
+    let list: Vec<String> =
+        stalls.iter().take(MAX_STALLS_NAMED).map(|s| format!("{:.1} s from {:.1} s", s.len_s, s.from_soak_s)).collect();
+    let more = stalls.len().saturating_sub(MAX_STALLS_NAMED);
+    Some(format!(
+        "{} stalls over the {limit_s:.1} s limit ({}{} of the soak)",
+        stalls.len(),
+        list.join(", "),
+        if more > 0 { format!(" and {more} more") } else { String::new() }
+    ))
+}
+
 pub const MIN_STORED_RATIO: f64 = 0.99;
 pub const MIN_OFFERED_RATIO: f64 = 0.99;
 pub const MIN_ACHIEVED_RATIO: f64 = 0.99;
@@ -126,20 +143,9 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     let st = &step.store;
     let store_stalls: Vec<&SilenceSpan> = st.silences.iter().filter(|s| s.len_s > ctx.rules.silence.limit_s).collect();
     if let Some(longest) = store_stalls.iter().max_by(|a, b| a.len_s.total_cmp(&b.len_s)) {
-        let others = if store_stalls.len() > 1 {
-            let list: Vec<String> = store_stalls
-                .iter()
-                .take(MAX_STALLS_NAMED)
-                .map(|s| format!("{:.1} s from {:.1} s", s.len_s, s.from_soak_s))
-                .collect();
-            format!(
-                " (longest of {} storage stalls over the {:.1} s limit: {})",
-                store_stalls.len(),
-                ctx.rules.silence.limit_s,
-                list.join(", ")
-            )
-        } else {
-            String::new()
+        let others = match several_stalls(&store_stalls, ctx.rules.silence.limit_s) {
+            Some(list) => format!(" (the longest of {list})"),
+            None => String::new(),
         };
         fail.push(format!(
             "storage stall: {} answered nothing for {:.1} s, from {:.1} s to {:.1} s of the soak{others}",
@@ -160,22 +166,9 @@ pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
         // Every stall over the limit, not only the longest: how many, each
         // one's length and when, then the longest in full.
         let stalls: Vec<&SilenceSpan> = a.silences.iter().filter(|s| s.len_s > ctx.rules.silence.limit_s).collect();
-        let lead = if stalls.len() > 1 {
-            let list: Vec<String> = stalls
-                .iter()
-                .take(MAX_STALLS_NAMED)
-                .map(|s| format!("{:.1} s from {:.1} s", s.len_s, s.from_soak_s))
-                .collect();
-            let more = stalls.len().saturating_sub(MAX_STALLS_NAMED);
-            format!(
-                "{} stalls over the {:.1} s limit ({}{} of the soak); the longest: ",
-                stalls.len(),
-                ctx.rules.silence.limit_s,
-                list.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() }
-            )
-        } else {
-            String::new()
+        let lead = match several_stalls(&stalls, ctx.rules.silence.limit_s) {
+            Some(list) => format!("{list}; the longest: "),
+            None => String::new(),
         };
         if a.silence_total {
             fail.push(format!("stall: {lead}the SUT acknowledged nothing for {silent:.1} s{when}{p99}"));

@@ -711,3 +711,38 @@ fn report_bench_prints_the_render_time_beside_its_baseline() {
     assert!(t.contains("synthetic 7-step ladder, 15-minute soaks (64 samples a step"), "{t}");
     assert!(t.contains("(baseline)") && t.contains("50 SVG charts") && t.contains("goal < 1 s:"), "{t}");
 }
+
+// ---- compare: latency beside the floor ----------------------------------------
+
+/// Two runs of one 1,000-point step, service time p50 `a` and `b`,
+/// floors with a p50→p90 spread of 40 µs.
+fn latency_runs(a: f64, b: f64) -> Vec<scalebench::results::RunResult> {
+    [(a, "20260101T000000Z"), (b, "20260102T000000Z")]
+        .into_iter()
+        .map(|(p50, id)| {
+            let mut r = scalebench::commands::report_bench::synthetic_ladder(&[1000], 60.0);
+            r.run_id = id.into();
+            let floor = scalebench::latency::Quantiles {
+                count: 200,
+                p50_s: Some(100e-6),
+                p90_s: Some(140e-6),
+                ..Default::default()
+            };
+            r.floor = Some(scalebench::results::Floor { round_trip: floor, resolution_s: 1e-6, ..Default::default() });
+            r.steps[0].ack_latency.resolution_s = Some(1e-6);
+            r.steps[0].ack_latency.service.p50_s = Some(p50);
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn a_latency_change_inside_the_floors_spread_is_no_measurable_change() {
+    let r = latency_runs(250e-6, 270e-6);
+    let md = scalebench::compare::Comparison::new(&r, Some(scalebench::compare::By::Run), false).unwrap().markdown();
+    assert!(md.contains("| 1,000 | 250 µs | 270 µs | no measurable change (within 40 µs) |"), "{md}");
+    assert!(md.contains("| floor p50 | 100 µs | 100 µs |"), "{md}");
+    let r = latency_runs(250e-6, 5.25e-3);
+    let md = scalebench::compare::Comparison::new(&r, Some(scalebench::compare::By::Run), false).unwrap().markdown();
+    assert!(md.contains("| 1,000 | 250 µs | 5.25 ms | +5.00 ms |"), "{md}");
+}
