@@ -70,7 +70,9 @@ fn assert_nothing_left(e: &str) {
 
 #[test]
 fn a_docker_ladder_passes_with_cpu_memory_against_cap_and_block_io_in_every_sample() {
-    let run = docker_ladder(&["--soak", "8s", "--cap", "postgres=2,1g"]);
+    // 12 s of soak: a Docker sample (stats of every container) takes seconds on a
+    // busy 2-CPU host, and the step also watches its store every second.
+    let run = docker_ladder(&["--soak", "12s", "--cap", "postgres=2,1g"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let s = step0(&r);
