@@ -19,19 +19,28 @@ setup-run:
 run: setup-run
 	cargo run --release -p scalebench -- run --target baler --model plant-shaped $(RUN_ARGS)
 
+# The suite runs under cargo-nextest (.config/nextest.toml says what may
+# overlap); the Docker images are built once before it, not by the first
+# tests that need them. The ten slowest tests are printed at the end.
+NEXTEST_JUNIT = $(CURDIR)/target/nextest/default/junit.xml
 test: setup
 	./scripts/dockerd.sh start
-	cargo test --release --workspace
+	cargo nextest run --release --workspace --no-run
+	./scripts/docker-images.sh $(CARGO_TARGET_DIR)/release/scalebench
+	rm -f $(NEXTEST_JUNIT)
+	cargo nextest run --release --workspace --no-fail-fast; rc=$$?; \
+	  python3 scripts/slowest.py $(NEXTEST_JUNIT) 10; exit $$rc
 	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release
 
 # The fuzz targets of every parser that reads outside input (each also
 # runs a few cases in `make test`), with FUZZ_CASES generated inputs each:
-# a few seconds per target. Seeds and past findings: fuzz/corpus/.
+# a few seconds per target. Seeds and past findings: fuzz/corpus/. The
+# host's targets are built with the whole workspace, as `make test` built
+# them (`-p` alone would resolve features anew and rebuild the dependencies).
 FUZZ_CASES ?= 20000
 fuzz:
-	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p scalebench --test fuzz
-	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release -p haystack-testserver --test fuzz
-	cd plugins && SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release -p haxall --test fuzz
+	SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) cargo test --release --workspace --test fuzz
+	cd plugins && SCALEBENCH_FUZZ_CASES=$(FUZZ_CASES) CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release --workspace --test fuzz
 
 # Every benchmark in a short mode (a few minutes); figures in results/bench/.
 bench: setup

@@ -53,10 +53,17 @@ if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-wasip2$'; the
   rustup target add wasm32-wasip2 >&2
 fi
 
+[ "$only_run" -eq 1 ] && exit 0
+
+# The test runner (`make test` runs the suite under cargo-nextest).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-nextest (the test runner)" >&2
+  cargo install --locked cargo-nextest >&2
+fi
+
 # The Haystack client packages (host/haystack-testserver/tests/nclient/package.json,
 # exact versions), installed outside the clone so no node_modules ever lands
 # in it; the test looks in the same place.
-[ "$only_run" -eq 1 ] && exit 0
 node_dir="${SCALEBENCH_NODE_DIR:-/var/tmp/scalebench-node}"
 node_pkg="$(readlink -f "$(dirname "$0")/../host/haystack-testserver/tests/nclient/package.json")"
 # Prints the packages whose installed version is not the one asked for.

@@ -700,12 +700,12 @@ fn a_slow_probe_neither_inflates_lag_nor_counts_after_the_load_ended() {
     let budgets = dir.path().join("budgets.json");
     std::fs::write(&budgets, r#"{"probes": {"slow": {"budget_s": 100.0, "source": "provisional"}}}"#).unwrap();
     let probes = bad_plugin("slow-probes");
-    // Probes start at mid-soak (8 s left); 6 runs of 2 s cannot all finish under load.
+    // Probes start at mid-soak (8 s left); 6 runs of 4 s cannot all finish under load.
     let run = run_ladder(&[
         "--probes",
         probes.to_str().unwrap(),
         "--probe-params",
-        r#"{"sleep_s": 2}"#,
+        r#"{"sleep_s": 4}"#,
         "--budgets",
         budgets.to_str().unwrap(),
         "--soak",
@@ -714,7 +714,9 @@ fn a_slow_probe_neither_inflates_lag_nor_counts_after_the_load_ended() {
     let r = run.result();
     let s = step0(&r);
     let lag_max = s["lag"]["max_s"].as_f64().unwrap();
-    assert!(lag_max < 1.2, "a 2 s probe inflated lag to {lag_max} s: canary polling must not wait behind probes");
+    // Canary polling that waited behind a probe would show its 4 s; the
+    // historian's own lag on a machine busy with other tests reaches ~1.3 s.
+    assert!(lag_max < 2.0, "a 4 s probe inflated lag to {lag_max} s: canary polling must not wait behind probes");
     assert_eq!(s["status"], "inconclusive", "{}", reasons(s));
     assert!(reasons(s).contains("not measured: probe slow: did not finish while the load ran"), "{}", reasons(s));
 }
