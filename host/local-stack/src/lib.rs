@@ -170,6 +170,21 @@ pub struct StackOptions {
     /// `topic readwrite fbf/#`; add `topic read $SYS/#` to keep the broker's
     /// counters readable. `None` (default) = no ACL, everything allowed.
     pub mosquitto_acl_file: Option<PathBuf>,
+    /// Extra mosquitto listeners with TLS, beside the plain one the
+    /// historian and the one-reading check use (default none).
+    pub mqtt_tls_listeners: Vec<TlsListener>,
+}
+
+/// A mosquitto listener on 127.0.0.1 that speaks only TLS.
+#[derive(Debug, Clone)]
+pub struct TlsListener {
+    pub port: u16,
+    /// The server's certificate chain and key (PEM).
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Clients must present a certificate signed by this CA (mutual TLS);
+    /// None: no client certificate asked for.
+    pub client_ca: Option<PathBuf>,
 }
 
 impl StackOptions {
@@ -189,6 +204,7 @@ impl StackOptions {
             check_timeout: Duration::from_secs(15),
             reading_check: true,
             mosquitto_acl_file: None,
+            mqtt_tls_listeners: Vec::new(),
         }
     }
 

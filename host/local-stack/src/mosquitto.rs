@@ -38,6 +38,17 @@ impl LocalStack {
         if o.mosquitto_acl_file.is_some() {
             conf.push_str(&format!("acl_file {}\n", p.mosquitto_acl.display()));
         }
+        for l in &o.mqtt_tls_listeners {
+            conf.push_str(&format!(
+                "listener {} {HOST}\ncertfile {}\nkeyfile {}\n",
+                l.port,
+                l.cert.display(),
+                l.key.display()
+            ));
+            if let Some(ca) = &l.client_ca {
+                conf.push_str(&format!("cafile {}\nrequire_certificate true\n", ca.display()));
+            }
+        }
         if is_root() {
             // Stay root: the persistence directory belongs to us.
             conf.push_str("user root\n");

@@ -463,6 +463,8 @@ pub struct PrefillArgs {
     /// target has no place of its own for them (HTTP targets).
     #[arg(long, default_value = "results")]
     pub results_dir: PathBuf,
+    #[command(flatten)]
+    pub access: SutAccess,
 }
 
 #[derive(Debug, Args)]
@@ -532,6 +534,8 @@ pub struct RunArgs {
     pub faults: FaultFlags,
     #[command(flatten)]
     pub live: LiveSafetyFlags,
+    #[command(flatten)]
+    pub access: SutAccess,
     #[command(flatten)]
     pub output: RunOutput,
 }
@@ -757,6 +761,54 @@ pub struct WorkerArgs {
     /// coordinator's clock-skew check is calibrated).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
     pub test_clock_offset_ms: i64,
+    #[command(flatten)]
+    pub access: SutAccess,
+}
+
+/// How scalebench reaches the SUT as production runs it: TLS (`mqtts://`,
+/// `tls://`, `https://`, `sslmode=require`) and the NATS account. Keys and
+/// secrets come from files or the environment, never from flag values.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SutAccess {
+    /// TLS: trust this CA bundle (PEM) for the SUT's servers instead of the
+    /// system's roots. Certificates are always verified.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// TLS: present this client certificate (PEM chain): mutual TLS. Needs --tls-key.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the client certificate's private key (PEM file).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS: the name the servers' certificates carry, when the URLs name an
+    /// address or another name.
+    #[arg(long, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// NATS: log in with this credentials file (user JWT and NKey seed).
+    #[arg(long, value_name = "FILE")]
+    pub nats_creds: Option<PathBuf>,
+    /// NATS: log in with the NKey user seed in this file.
+    #[arg(long, value_name = "FILE")]
+    pub nats_nkey: Option<PathBuf>,
+    /// NATS: log in as this user; the password comes from the
+    /// SCALEBENCH_NATS_PASSWORD environment variable, never a flag.
+    #[arg(long, value_name = "NAME")]
+    pub nats_user: Option<String>,
+    /// NATS: log in with the token on this file's first line (or set
+    /// SCALEBENCH_NATS_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub nats_token_file: Option<PathBuf>,
+}
+
+impl SutAccess {
+    pub fn tls_settings(&self) -> crate::tls::TlsSettings {
+        crate::tls::TlsSettings {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            server_name: self.tls_server_name.clone(),
+        }
+    }
 }
 
 /// Crash tests and freezes in a stack scalebench runs, during each step's load.

@@ -27,10 +27,12 @@ pub fn check_endpoint(what: &str, host: &str, port: u16, live_hosts: &[String]) 
 /// Refuse a PostgreSQL connection string that points at a live default port
 /// or a live database name (host/port/dbname as `postgres` parses them).
 pub fn check_pg(conn: &str, live_hosts: &[String]) -> Result<(), Error> {
-    let cfg: postgres::Config = conn.parse().map_err(|e| Error::ReadingCheck {
-        detail: format!("the PostgreSQL connection string is not valid: {e}"),
-        hint: "give --pg-url as host=127.0.0.1 port=25432 user=postgres dbname=scalebench, or postgresql://user@host:port/db".into(),
-    })?;
+    let cfg = crate::pg_connect::parse(conn)
+        .map_err(|e| Error::ReadingCheck {
+            detail: format!("the PostgreSQL connection string is not valid: {}", e.lines().next().unwrap_or_default()),
+            hint: "give --pg-url as host=127.0.0.1 port=25432 user=postgres dbname=scalebench, or postgresql://user@host:port/db".into(),
+        })?
+        .config;
     let hosts: Vec<String> = cfg
         .get_hosts()
         .iter()

@@ -46,6 +46,11 @@ pub struct RunResult {
     /// History written into the SUT before step 1 (`--prefill-days`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill: Option<PrefillReport>,
+    /// The connections to the SUT that used TLS, by service ("mqtt",
+    /// "http:api"): protocol version and cipher suite as negotiated, and
+    /// whether a client certificate was presented. Empty: no TLS.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tls: BTreeMap<String, crate::tls::Negotiated>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

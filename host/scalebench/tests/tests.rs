@@ -22,4 +22,5 @@ mod probes;
 mod reports;
 mod scale;
 mod study;
+mod tls;
 mod user_text;

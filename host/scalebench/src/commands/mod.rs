@@ -23,3 +23,19 @@ pub mod table;
 pub mod worker;
 
 pub use crate::error::usage;
+
+/// Make the TLS configuration and the NATS login the flags give this
+/// process's, before anything connects; a bad file or a bad mix of flags is
+/// a usage error naming it.
+pub fn install_access(a: &crate::cli::SutAccess) -> anyhow::Result<()> {
+    crate::tls::install(&a.tls_settings()).map_err(|e| usage(e.to_string()))?;
+    let account = crate::transport::nats_access::account_from(
+        a.nats_creds.as_ref(),
+        a.nats_nkey.as_ref(),
+        a.nats_user.as_deref(),
+        a.nats_token_file.as_ref(),
+    )
+    .map_err(|e| usage(e.to_string()))?;
+    crate::transport::nats_access::install(account);
+    Ok(())
+}

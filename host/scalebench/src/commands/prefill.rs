@@ -169,6 +169,7 @@ pub async fn start_local(run_dir: &std::path::Path, base_port: u16) -> anyhow::R
 }
 
 pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
+    super::install_access(&args.access)?;
     let (points, interval) = (args.points, args.interval);
     if interval.as_millis() == 0 {
         return Err(usage("--interval must be above zero".into()));

@@ -212,6 +212,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
         ended_because: "step failed".into(),
         prefill: None,
         floor: None,
+        tls: Default::default(),
     }
 }
 

@@ -147,6 +147,7 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
 }
 
 pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
+    super::install_access(&args.access)?;
     let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let (plugins, ladder, live) = (&args.plugins, &args.ladder, &args.live);
     let steps = ladder.steps.clone().unwrap_or_else(|| default_steps(nproc));

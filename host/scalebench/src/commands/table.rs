@@ -157,6 +157,7 @@ mod tests {
             caps: Default::default(),
             prefill: None,
             floor: None,
+            tls: Default::default(),
             steps: vec![
                 step(
                     1000,

@@ -14,6 +14,7 @@ fn index(args: &WorkerArgs) -> Option<u32> {
 }
 
 pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
+    super::install_access(&args.access)?;
     crate::clock::set_offset_ms(args.test_clock_offset_ms);
     let index = index(&args);
     let mut listen = args.listen;

@@ -169,6 +169,7 @@ pub async fn run(
         ended_because: "running".into(),
         prefill: cfg.prefill.clone(),
         floor: None,
+        tls: crate::tls::negotiated(),
     };
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 
@@ -265,6 +266,7 @@ pub async fn run(
         result.ended_because = if stop.load(Ordering::Relaxed) { "interrupted".into() } else { "completed".into() };
     }
     result.finished_utc = Some(utc_now());
+    result.tls = crate::tls::negotiated();
     result.save(&path)?;
     if let Some(sys) = sys {
         sys.stop();

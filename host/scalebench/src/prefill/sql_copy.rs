@@ -286,7 +286,7 @@ impl Writer {
 
 /// Connect the host's own write connection.
 pub fn connect(conn: &str) -> anyhow::Result<postgres::Client> {
-    postgres::Client::connect(conn, postgres::NoTls).map_err(|e| pg_err("connecting to the target's PostgreSQL", e))
+    crate::pg_connect::connect(conn).map_err(|e| anyhow::anyhow!("connecting to the target's PostgreSQL: {e}"))
 }
 
 /// Run one COPY job to completion or until `stop`. `conn` is the

@@ -144,6 +144,7 @@ mod tests {
             caps: Default::default(),
             prefill: None,
             floor: None,
+            tls: Default::default(),
             steps: vec![step],
             max_passing_points: Some(1000),
             ended_because: "completed".into(),

@@ -64,7 +64,6 @@
 //! columns convert (PostgreSQL's binary formats).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -102,7 +101,7 @@ pub const DEFAULT_ROLE: &str = "plugins";
 
 /// SQL and HTTP against the run's own stack, timed; see the module docs.
 pub struct StackServices {
-    databases: BTreeMap<String, postgres::Config>,
+    databases: BTreeMap<String, crate::pg_connect::PgTarget>,
     /// Connections by "role/service", made on first use.
     conns: Mutex<HashMap<String, std::sync::Arc<Conn>>>,
     ping_conns: HashMap<String, Conn>,
@@ -128,23 +127,22 @@ impl StackServices {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
     /// `databases`: service name → PostgreSQL connection string (key=value or
-    /// `postgresql://` URL); `http`: service name → base URL (`http://host:port`,
-    /// optionally with a path prefix; no TLS). Nothing is connected yet.
+    /// `postgresql://` URL); `http`: service name → base URL (`http://host:port`
+    /// or `https://…`, optionally with a path prefix). Nothing is connected yet.
     pub fn new(databases: BTreeMap<String, String>, http: BTreeMap<String, String>) -> anyhow::Result<StackServices> {
         let mut dbs = BTreeMap::new();
         for (name, conn) in databases {
-            let mut cfg = postgres::Config::from_str(&conn)
-                .map_err(|e| anyhow!("database service `{name}`: connection string is not valid: {e}"))?;
-            if cfg.get_application_name().is_none() {
-                cfg.application_name("scalebench");
+            let mut cfg = crate::pg_connect::parse(&conn).map_err(|e| anyhow!("database service `{name}`: {e}"))?;
+            if cfg.config.get_application_name().is_none() {
+                cfg.config.application_name("scalebench");
             }
             dbs.insert(name, cfg);
         }
         let mut bases = BTreeMap::new();
         for (name, url) in http {
             let url = url.trim().trim_end_matches('/').to_string();
-            let Some(rest) = url.strip_prefix("http://") else {
-                bail!("HTTP service `{name}`: base URL {url:?} must start with http:// (this build has no TLS)");
+            let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
+                bail!("HTTP service `{name}`: base URL {url:?} must start with http:// or https://");
             };
             if rest.is_empty() || rest.starts_with('/') || rest.contains(['?', '#', '@']) {
                 bail!(
@@ -183,7 +181,7 @@ impl StackServices {
     }
 
     fn make_agent(&self) -> ureq::Agent {
-        ureq::AgentBuilder::new().timeout(self.timeout).redirects(0).user_agent("scalebench").build()
+        crate::tls::http_agent(ureq::AgentBuilder::new().timeout(self.timeout).redirects(0).user_agent("scalebench"))
     }
 
     pub fn database_names(&self) -> Vec<String> {

@@ -18,12 +18,10 @@ use super::{known, Conn, StackServices, Timing, DEFAULT_ROLE};
 impl StackServices {
     fn connect(&self, service: &str) -> Result<postgres::Client, String> {
         let mut cfg = self.databases[service].clone();
-        if cfg.get_connect_timeout().is_none() {
-            cfg.connect_timeout(self.timeout);
+        if cfg.config.get_connect_timeout().is_none() {
+            cfg.config.connect_timeout(self.timeout);
         }
-        let mut client = cfg
-            .connect(postgres::NoTls)
-            .map_err(|e| format!("cannot connect to database service `{service}`: {}", pg_error(&e)))?;
+        let mut client = cfg.connect().map_err(|e| format!("cannot connect to database service `{service}`: {e}"))?;
         client
             .batch_execute(&format!(
                 "SET statement_timeout = {}; SET default_transaction_read_only = on",

@@ -702,9 +702,7 @@ pub async fn project_status(docker: &Docker, project: &str) -> Result<Vec<(Strin
 async fn tokio_postgres_ready(conn: &str) -> bool {
     let conn = conn.to_string();
     tokio::task::spawn_blocking(move || {
-        postgres::Client::connect(&conn, postgres::NoTls)
-            .and_then(|mut c| c.simple_query("SELECT 1").map(|_| ()))
-            .is_ok()
+        crate::pg_connect::connect(&conn).is_ok_and(|mut c| c.simple_query("SELECT 1").is_ok())
     })
     .await
     .unwrap_or(false)

@@ -180,18 +180,19 @@ pub fn parse_service(s: &str) -> Result<(String, String), String> {
     if name.is_empty() {
         return Err(format!("--service {s}: the service needs a name before `=`, e.g. api=http://127.0.0.1:28080"));
     }
-    if !url.starts_with("http://") {
-        return Err(format!("--service {s}: the URL must start with http:// (this build has no TLS)"));
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        return Err(format!("--service {s}: the URL must start with http:// or https://"));
     }
     Ok((name.to_string(), url.to_string()))
 }
 
-/// Host and port of an `http://[user@]host[:port][/path][?query][#fragment]`
-/// base URL (port 80 when none), as an HTTP client connects to them: the
+/// Host and port of an `http(s)://[user@]host[:port][/path][?query][#fragment]`
+/// base URL (port 80, or 443 for https, when none), as an HTTP client connects to them: the
 /// isolation guard checks this port, so a port that does not read is an
 /// error, never a silent 80.
 pub fn url_host_port(url: &str) -> Result<(String, u16), String> {
-    let rest = url.trim().trim_start_matches("http://");
+    let default_port = if url.trim().starts_with("https://") { 443 } else { 80 };
+    let rest = url.trim().trim_start_matches("https://").trim_start_matches("http://");
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     // An IPv6 host is bracketed: its colons are not the port's.
@@ -200,7 +201,7 @@ pub fn url_host_port(url: &str) -> Result<(String, u16), String> {
         _ => hostport.rsplit_once(':').map_or((hostport, None), |(h, p)| (h, Some(p))),
     };
     match split {
-        (h, None | Some("")) => Ok((h.to_string(), 80)),
+        (h, None | Some("")) => Ok((h.to_string(), default_port)),
         (h, Some(p)) => match p.parse::<u16>() {
             Ok(port) => Ok((h.to_string(), port)),
             Err(_) => Err(format!("{url}: `{p}` is not a port number (0 to 65535); give http://host:port")),
@@ -208,16 +209,26 @@ pub fn url_host_port(url: &str) -> Result<(String, u16), String> {
     }
 }
 
-/// Parse `mqtt://host:port` (or `host:port`).
+/// Parse `mqtt://host:port` (or `host:port`); `mqtts://host:port` is the
+/// same with TLS (port 8883 when none is given).
 pub fn parse_mqtt_url(url: &str) -> Result<(String, u16), String> {
-    let rest = url.strip_prefix("mqtt://").or_else(|| url.strip_prefix("tcp://")).unwrap_or(url);
+    let tls = mqtt_url_is_tls(url);
+    let rest = ["mqtts://", "ssl://", "mqtt://", "tcp://"].iter().find_map(|p| url.strip_prefix(p)).unwrap_or(url);
+    if rest.contains("://") {
+        return Err(format!("{url}: an MQTT URL starts with mqtt:// (plain) or mqtts:// (TLS)"));
+    }
     let rest = rest.trim_end_matches('/');
     let (host, port) = match rest.rsplit_once(':') {
         Some((h, p)) => (h, p.parse::<u16>().map_err(|_| format!("bad port in MQTT URL {url:?}"))?),
-        None => (rest, 1883),
+        None => (rest, if tls { 8883 } else { 1883 }),
     };
     if host.is_empty() {
         return Err(format!("no host in MQTT URL {url:?}; expected mqtt://host:port"));
     }
     Ok((host.to_string(), port))
+}
+
+/// `mqtts://` (or `ssl://`): the broker is reached over TLS.
+pub fn mqtt_url_is_tls(url: &str) -> bool {
+    url.starts_with("mqtts://") || url.starts_with("ssl://")
 }

@@ -154,7 +154,7 @@ pub fn url_for(bases: &BTreeMap<String, String>, address: &str) -> Result<String
     Ok(format!("{}{path}", base.trim_end_matches('/')))
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 pub struct HttpTransport {
     pool: Pool,
@@ -180,7 +180,7 @@ impl HttpTransport {
         let live = Arc::new(Live::default());
         let client: HttpClient = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(cfg.window.max(1) * cfg.connections.max(1) as usize)
-            .build_http();
+            .build(crate::tls::https_connector(cfg.bases.values().any(|b| b.starts_with("https://"))));
         let shared = Arc::new(Shared {
             cfg: cfg.clone(),
             client,

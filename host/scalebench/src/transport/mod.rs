@@ -7,6 +7,7 @@
 pub mod http;
 pub mod mqtt;
 pub mod nats;
+pub mod nats_access;
 pub mod pool;
 
 use std::collections::BTreeMap;
@@ -396,6 +397,7 @@ pub async fn carrier_for(
             let ep = need(ServiceKind::Mqtt)?;
             let (host, port) = crate::stack::parse_mqtt_url(&ep.address).map_err(|e| anyhow::anyhow!(e))?;
             let mut cfg = mqtt::MqttConfig::new(&host, port);
+            cfg.tls = crate::stack::mqtt_url_is_tls(&ep.address);
             cfg.connections = opts.connections.max(1);
             cfg.inflight = opts.inflight.max(1);
             cfg.username = opts.mqtt_user.clone();
@@ -421,12 +423,20 @@ pub async fn carrier_for(
         }
         TransportPlan::Http => {
             need(ServiceKind::Http)?;
-            let bases = stack
+            let bases: std::collections::BTreeMap<String, String> = stack
                 .services()
                 .into_iter()
                 .filter(|e| e.kind == ServiceKind::Http)
                 .map(|e| (e.name, e.address))
                 .collect();
+            for (name, base) in &bases {
+                if base.starts_with("https://") {
+                    let (host, port) = crate::stack::url_host_port(base).map_err(|e| anyhow::anyhow!(e))?;
+                    crate::tls::preflight(&format!("http:{name}"), &host, port, "http://")
+                        .await
+                        .map_err(|e| anyhow::anyhow!("cannot reach HTTP service `{name}` at {base} over TLS: {e}"))?;
+                }
+            }
             let rules = opts
                 .http_rules
                 .clone()

@@ -43,14 +43,46 @@ pub struct NatsConfig {
 pub enum NatsError {
     #[error("cannot connect to NATS at {urls}: {detail}\nhint: is nats-server running there? For a local stack, let scalebench start it (--stack local)")]
     Connect { urls: String, detail: String },
+    /// The server answered and refused: `detail` carries its own hint.
+    #[error("cannot connect to NATS at {urls}: {detail}")]
+    Refused { urls: String, detail: String },
     #[error("JetStream stream {stream}: {detail}\nhint: {hint}")]
     Stream { stream: String, detail: String, hint: String },
 }
 
 pub async fn connect(urls: &str) -> Result<async_nats::Client, NatsError> {
     let addrs: Vec<String> = urls.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-    let opts = async_nats::ConnectOptions::new().connection_timeout(Duration::from_secs(5)).retry_on_initial_connect();
-    let fut = opts.connect(addrs.clone());
+    let opts = || async {
+        super::nats_access::options(urls)
+            .await
+            .map_err(|detail| NatsError::Connect { urls: urls.into(), detail })
+            .map(|o| o.connection_timeout(Duration::from_secs(5)))
+    };
+    // One attempt first: a refusal (TLS, credentials) is reported as the
+    // server gave it, instead of as a connection that never came.
+    if let Ok(first) = tokio::time::timeout(Duration::from_secs(8), opts().await?.connect(addrs.clone())).await {
+        use async_nats::ConnectErrorKind as K;
+        match first {
+            Ok(c) => return Ok(c),
+            Err(e) if matches!(e.kind(), K::Authentication | K::AuthorizationViolation | K::Tls) => {
+                let detail = match crate::tls::explain(&e, "nats://") {
+                    Some(d) => d,
+                    None if e.kind() == K::Tls => format!(
+                        "{e}\nhint: check --tls-ca / --tls-cert / --tls-key; a tls:// URL needs a server with TLS, a nats:// URL to a TLS-only server needs tls://"
+                    ),
+                    None => format!(
+                        "the server refused the login ({e}) with {}\nhint: check --nats-creds, --nats-nkey, --nats-user ({}) or the token ({})",
+                        super::nats_access::account().describe(),
+                        super::nats_access::PASSWORD_ENV,
+                        super::nats_access::TOKEN_ENV
+                    ),
+                };
+                return Err(NatsError::Refused { urls: urls.into(), detail });
+            }
+            Err(_) => {}
+        }
+    }
+    let fut = opts().await?.retry_on_initial_connect().connect(addrs.clone());
     match tokio::time::timeout(Duration::from_secs(8), fut).await {
         Ok(Ok(c)) => {
             // retry_on_initial_connect returns at once; make sure we really are connected.
@@ -304,7 +336,8 @@ fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, canary
     let at = now_ns();
     super::count_ack(c, live, carries, t, at);
     if let Carries::Canary { seq } = carries {
-        canary_acks.lock().unwrap().insert(seq, at);
+        // Milliseconds, as the canaries' send times (and `canary_acked_at`).
+        canary_acks.lock().unwrap().insert(seq, at.div_euclid(1_000_000));
     }
 }
 

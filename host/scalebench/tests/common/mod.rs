@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod pg;
+pub mod pki;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 pub(super) async fn connect(url: &str, name: &str, sub_capacity: usize) -> anyhow::Result<async_nats::Client> {
-    async_nats::ConnectOptions::new()
+    crate::transport::nats_access::options(url)
+        .await
+        .map_err(|e| anyhow!("cannot connect to {url}: {e}"))?
         .name(name)
         .connection_timeout(Duration::from_secs(5))
         .request_timeout(Some(Duration::from_secs(10)))

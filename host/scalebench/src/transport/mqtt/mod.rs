@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -30,6 +29,17 @@ use crate::latency::Timing;
 
 /// Capacity of a connection's write buffer (a batch is written in one go).
 const WRITE_BUFFER: usize = 256 * 1024;
+/// A connection's two directions, plain TCP or TLS alike.
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Write all of `buf` and flush it: over TLS, records can stay in the
+/// session's buffer until a flush (a no-op on plain TCP).
+async fn send(wr: &mut Writer, buf: &[u8]) -> std::io::Result<()> {
+    wr.write_all(buf).await?;
+    wr.flush().await
+}
+
 /// A socket write that takes longer than this was held back by the broker
 /// (its receive buffer full), not slowed by our own CPU.
 const WRITE_BLOCKED: Duration = Duration::from_millis(20);
@@ -48,6 +58,8 @@ pub struct MqttConfig {
     pub inflight: u16,
     pub channel_batches: usize,
     pub keep_alive: Duration,
+    /// `mqtts://`: TLS with the process's configuration ([`crate::tls`]).
+    pub tls: bool,
 }
 
 impl MqttConfig {
@@ -64,6 +76,7 @@ impl MqttConfig {
             inflight: 4096,
             channel_batches: 4,
             keep_alive: Duration::from_secs(30),
+            tls: false,
         }
     }
 }
@@ -86,20 +99,50 @@ impl MqttConfig {
 pub enum MqttError {
     #[error("cannot connect to the MQTT broker at {addr}: {detail}\nhint: is the broker running and listening there? For a local stack, let scalebench start it (--stack local); for --stack external, check --mqtt-url")]
     Connect { addr: String, detail: String },
+    /// A TLS failure: `detail` carries its own hint.
+    #[error("cannot connect to the MQTT broker at {addr} over TLS: {detail}")]
+    Tls { addr: String, detail: String },
+}
+
+/// Open the TCP connection, and TLS over it for `mqtts://`.
+async fn open_stream(cfg: &MqttConfig, addr: &str) -> Result<(Reader, Writer), MqttError> {
+    let err = |detail: String| MqttError::Connect { addr: addr.to_string(), detail };
+    let stream = TcpStream::connect((cfg.host.as_str(), cfg.port)).await.map_err(|e| err(e.to_string()))?;
+    let _ = stream.set_nodelay(true);
+    if !cfg.tls {
+        let (rd, wr) = stream.into_split();
+        return Ok((Box::new(rd), Box::new(wr)));
+    }
+    let tls = crate::tls::connect(stream, &cfg.host)
+        .await
+        .map_err(|e| MqttError::Tls { addr: addr.to_string(), detail: crate::tls::explain_handshake(&e, "mqtt://") })?;
+    crate::tls::record("mqtt", tls.get_ref().1);
+    let (rd, wr) = tokio::io::split(tls);
+    Ok((Box::new(rd), Box::new(wr)))
+}
+
+/// An I/O error of a TLS connection, in the user's words when it is a TLS failure.
+fn tls_err(addr: &str, e: &std::io::Error) -> MqttError {
+    match crate::tls::explain(e, "mqtt://") {
+        Some(detail) => MqttError::Tls { addr: addr.to_string(), detail },
+        None => MqttError::Connect { addr: addr.to_string(), detail: e.to_string() },
+    }
 }
 
 /// Open a connection and wait for CONNACK.
-async fn open(
-    cfg: &MqttConfig,
-    client_id: &str,
-    timeout: Duration,
-) -> Result<(OwnedReadHalf, OwnedWriteHalf, Vec<u8>), MqttError> {
+async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(Reader, Writer, Vec<u8>), MqttError> {
     let addr = format!("{}:{}", cfg.host, cfg.port);
     let err = |detail: String| MqttError::Connect { addr: addr.clone(), detail };
+    // Before CONNACK, a plain connection that breaks may be talking to a TLS port.
+    let io_err = |e: std::io::Error| {
+        if cfg.tls {
+            tls_err(&addr, &e)
+        } else {
+            err(format!("{e} before CONNACK (if that port speaks TLS, use mqtts://)"))
+        }
+    };
     let fut = async {
-        let stream = TcpStream::connect((cfg.host.as_str(), cfg.port)).await.map_err(|e| err(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
-        let (mut rd, mut wr) = stream.into_split();
+        let (mut rd, mut wr) = open_stream(cfg, &addr).await?;
         let mut buf = Vec::new();
         wire::connect(
             &mut buf,
@@ -109,13 +152,17 @@ async fn open(
             cfg.username.as_deref(),
             cfg.password.as_deref(),
         );
-        wr.write_all(&buf).await.map_err(|e| err(e.to_string()))?;
+        send(&mut wr, &buf).await.map_err(io_err)?;
         let mut acc = Vec::with_capacity(64);
         let mut chunk = [0u8; 64];
         loop {
-            let n = rd.read(&mut chunk).await.map_err(|e| err(e.to_string()))?;
+            let n = rd.read(&mut chunk).await.map_err(io_err)?;
             if n == 0 {
-                return Err(err("the broker closed the connection before CONNACK".into()));
+                return Err(err(if cfg.tls {
+                    "the broker closed the connection before CONNACK".into()
+                } else {
+                    "the broker closed the connection before CONNACK (if that port speaks TLS, use mqtts://)".into()
+                }));
             }
             acc.extend_from_slice(&chunk[..n]);
             if let Some((packet, used)) = wire::decode(&acc).map_err(err)? {
@@ -147,7 +194,7 @@ async fn open(
 /// Connect once and wait for CONNACK: a clear error before any ladder starts.
 pub async fn check_reachable(cfg: &MqttConfig, timeout: Duration) -> Result<(), MqttError> {
     let (_, mut wr, _) = open(cfg, &format!("{}-check", cfg.client_id_prefix), timeout).await?;
-    let _ = wr.write_all(&wire::DISCONNECT).await;
+    let _ = send(&mut wr, &wire::DISCONNECT).await;
     Ok(())
 }
 
@@ -272,7 +319,7 @@ impl super::Carrier for MqttCarrier {
     fn broker_counters(&self) -> Option<Box<dyn super::BrokerCounters>> {
         let c = &self.cfg;
         let login = c.username.as_deref().map(|u| (u, c.password.as_deref().unwrap_or_default()));
-        Some(Box::new(sys::BrokerSys::start(&c.host, c.port, login)))
+        Some(Box::new(sys::BrokerSys::start(&c.host, c.port, login, c.tls)))
     }
     fn acknowledger(&self) -> &'static str {
         "the broker"
@@ -356,7 +403,7 @@ async fn run_connection(
                     _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 }
                 if last_write.elapsed() > ping_every {
-                    if wr.write_all(&wire::PINGREQ).await.is_err() {
+                    if send(&mut wr, &wire::PINGREQ).await.is_err() {
                         break Some("write failed".into());
                     }
                     last_write = Instant::now();
@@ -374,7 +421,7 @@ async fn run_connection(
                         Ok(p) => p,
                         Err(_) => {
                             if !buf.is_empty() {
-                                if let Err(e) = wr.write_all(&buf).await {
+                                if let Err(e) = send(&mut wr, &buf).await {
                                     failed = Some(e.to_string());
                                     break;
                                 }
@@ -415,7 +462,7 @@ async fn run_connection(
             }
             if failed.is_none() && !buf.is_empty() {
                 let t = Instant::now();
-                if let Err(e) = wr.write_all(&buf).await {
+                if let Err(e) = send(&mut wr, &buf).await {
                     failed = Some(e.to_string());
                 }
                 // A write that waits is a socket the broker is not reading.
@@ -439,7 +486,7 @@ async fn run_connection(
                 break Some(e);
             }
         };
-        let _ = wr.write_all(&wire::DISCONNECT).await;
+        let _ = send(&mut wr, &wire::DISCONNECT).await;
         reader.abort();
         let lost = {
             let mut table = inflight.lock().unwrap();
@@ -470,7 +517,7 @@ async fn run_connection(
 
 #[allow(clippy::too_many_arguments)]
 async fn read_acks(
-    mut rd: OwnedReadHalf,
+    mut rd: Reader,
     mut acc: Vec<u8>,
     inflight: Arc<Mutex<Inflight>>,
     window: Arc<Semaphore>,

@@ -35,11 +35,20 @@ pub struct BrokerSys {
 }
 
 impl BrokerSys {
-    /// Subscribe to `$SYS/#` with the generator's own account.
-    /// Subscribe to the broker at `host:port` as `login` (user, password).
-    pub fn start(host: &str, port: u16, login: Option<(&str, &str)>) -> BrokerSys {
+    /// Subscribe to `$SYS/#` of the broker at `host:port` with the
+    /// generator's own account `login` (user, password), over TLS when `tls`.
+    pub fn start(host: &str, port: u16, login: Option<(&str, &str)>, tls: bool) -> BrokerSys {
         let mut o = MqttOptions::new(format!("scalebench-sys-{}", std::process::id()), host.to_string(), port);
         o.set_keep_alive(Duration::from_secs(30));
+        if tls {
+            // The same configuration as every connection; a failure here was
+            // already reported by the generator's connection check.
+            if let Ok(c) = crate::tls::client() {
+                o.set_transport(rumqttc::Transport::tls_with_config(rumqttc::TlsConfiguration::Rustls(
+                    c.config.clone(),
+                )));
+            }
+        }
         if let Some((user, password)) = login {
             o.set_credentials(user.to_string(), password.to_string());
         }

@@ -1,0 +1,246 @@
+//! Production connections: TLS verified against the CA the test makes,
+//! mutual TLS, NATS accounts, PostgreSQL that takes only TLS. Every server
+//! is real (mosquitto, nats-server, PostgreSQL 15) on loopback ports of its
+//! own; every bad set-up is refused before step 1 with a message naming
+//! what is wrong and what to do, and no result file is written.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::pki::{Ca, Issued};
+use crate::common::*;
+use crate::ladder::Run;
+
+/// The local stack (mosquitto, PostgreSQL, the reference historian) with
+/// one extra mosquitto listener per entry of `tls`: the historian and the
+/// one-reading check stay on the plain listener, scalebench publishes on a
+/// TLS one.
+fn stack_with_tls_listeners(
+    dir: &Path,
+    tls: impl Fn(&[u16]) -> Vec<local_stack::TlsListener>,
+    n: usize,
+) -> (local_stack::LocalStack, tokio::runtime::Runtime, Vec<u16>) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    for attempt in 0.. {
+        let mut opts = local_stack::StackOptions::for_tests(dir.join(format!("stack{attempt}"))).unwrap();
+        let ports = local_stack::guard::pick_free_ports(n).unwrap();
+        opts.mqtt_tls_listeners = tls(&ports);
+        opts.historian.bin = Some(bin());
+        opts.historian.leading_args = vec!["reference-historian".into()];
+        match rt.block_on(local_stack::LocalStack::start(opts)) {
+            Ok(stack) => return (stack, rt, ports),
+            Err(e @ local_stack::StackError::PortTaken { .. }) if attempt < 3 => eprintln!("{e}; trying other ports"),
+            Err(e) => panic!("start the stack: {e}"),
+        }
+    }
+    unreachable!()
+}
+
+fn listener(port: u16, server: &Issued, client_ca: Option<&Path>) -> local_stack::TlsListener {
+    local_stack::TlsListener {
+        port,
+        cert: server.cert.clone(),
+        key: server.key.clone(),
+        client_ca: client_ca.map(Path::to_path_buf),
+    }
+}
+
+/// `run` of the baler against the stack as an external one, 1 s interval.
+fn baler(dir: &Path, mqtt_url: &str, pg_url: &str, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .args(["run", "--target", "baler", "--model", "plant-shaped", "--stack", "external"])
+        .args(["--interval", "1s", "--warmup", "2s", "--soak", "6s", "--sample-every", "3s"])
+        .args(["--mqtt-url", mqtt_url, "--pg-url", pg_url])
+        .arg("--results-dir")
+        .arg(dir.join("results"))
+        .args(extra)
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Turn the stack's PostgreSQL into one that takes only TLS over TCP:
+/// `ssl = on` with `server`'s certificate, and a pg_hba whose only TCP line
+/// is `hostssl`. (The historian's connection, made before, stays; every
+/// new TCP connection must be TLS.)
+fn postgres_tls_only(stack: &local_stack::LocalStack, server: &Issued) {
+    let data = &stack.paths().pg_data;
+    let owner = std::fs::metadata(data).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    for (from, name) in [(&server.cert, "server.crt"), (&server.key, "server.key")] {
+        let to = data.join(name);
+        std::fs::copy(from, &to).unwrap();
+        std::os::unix::fs::chown(&to, Some(owner.uid()), Some(owner.gid())).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    std::fs::write(data.join("pg_hba.conf"), "local all all trust\nhostssl all all 127.0.0.1/32 trust\n").unwrap();
+    let mut c = postgres::Client::connect(&stack.postgres_conn(), postgres::NoTls).unwrap();
+    c.batch_execute("ALTER SYSTEM SET ssl = on").unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let plain = postgres::Client::connect(&stack.postgres_conn(), postgres::NoTls);
+    assert!(plain.is_err(), "after the switch, a plain TCP connection must be refused");
+}
+
+#[test]
+fn mutual_tls_to_mosquitto_and_verified_tls_to_postgres_climb_and_the_result_says_what_tls_negotiated() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "sut");
+    let (server, client) = (ca.server(dir.path(), "server"), ca.client(dir.path(), "client"));
+    let (stack, _rt, ports) = stack_with_tls_listeners(dir.path(), |p| vec![listener(p[0], &server, Some(&ca.pem))], 1);
+    postgres_tls_only(&stack, &server);
+    let mqtts = format!("mqtts://127.0.0.1:{}", ports[0]);
+    let pg = format!("{} sslmode=verify-full sslrootcert={}", stack.postgres_conn(), s(&ca.pem));
+    let tls = ["--tls-ca", s(&ca.pem), "--tls-cert", s(&client.cert), "--tls-key", s(&client.key)];
+    let run_dir = tempfile::tempdir().unwrap();
+    let out = baler(run_dir.path(), &mqtts, &pg, &[&["--steps", "1k,2.5k"][..], &tls[..]].concat());
+    let run = Run { out, dir: run_dir };
+    let r = run.result();
+    let statuses: Vec<_> = r["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["pass-health-not-watched"; 2], "{}\n{}", r["steps"], stderr(&run.out));
+    assert_eq!(r["max_passing_points"], 2500);
+    let mqtt = &r["tls"]["mqtt"];
+    assert!(mqtt["protocol"].as_str().unwrap().starts_with("TLSv1."), "{}", r["tls"]);
+    assert!(mqtt["cipher_suite"].as_str().unwrap().starts_with("TLS"), "{}", r["tls"]);
+    assert_eq!(mqtt["client_certificate"], true, "{}", r["tls"]);
+
+    // Without sslmode, the TLS-only database refuses scalebench before step 1.
+    let plain_dir = tempfile::tempdir().unwrap();
+    let out = baler(plain_dir.path(), &mqtts, &stack.postgres_conn(), &[&["--steps", "1k"][..], &tls[..]].concat());
+    let e = stderr(&out);
+    assert!(!out.status.success(), "{e}");
+    assert!(e.contains("accepts only TLS connections") && e.contains("sslmode=require"), "{e}");
+    stack.stop();
+}
+
+/// What a bad TLS set-up prints: the run fails before step 1 and leaves
+/// no result file behind.
+fn refused(dir: &Path, mqtt_url: &str, pg_url: &str, tls: &[&str]) -> String {
+    let out = baler(dir, mqtt_url, pg_url, &[&["--steps", "1k"][..], tls].concat());
+    let e = stderr(&out);
+    assert!(!out.status.success(), "a bad TLS set-up must not run: {e}");
+    let results = std::fs::read_dir(dir.join("results")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(results, 0, "nothing half-measured is written: {e}");
+    e
+}
+
+#[test]
+fn bad_tls_set_ups_are_refused_before_step_1_naming_the_problem_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "sut");
+    let stranger = Ca::new(dir.path(), "stranger");
+    let server = ca.server(dir.path(), "server");
+    let expired = ca.expired_server(dir.path(), "expired");
+    let client = ca.client(dir.path(), "client");
+    let strange_client = stranger.client(dir.path(), "strange-client");
+    let (stack, _rt, p) = stack_with_tls_listeners(
+        dir.path(),
+        |p| vec![listener(p[0], &server, Some(&ca.pem)), listener(p[1], &expired, None)],
+        2,
+    );
+    let pg = stack.postgres_conn();
+    let (mtls, old) = (format!("mqtts://127.0.0.1:{}", p[0]), format!("mqtts://127.0.0.1:{}", p[1]));
+    let good = ["--tls-ca", s(&ca.pem), "--tls-cert", s(&client.cert), "--tls-key", s(&client.key)];
+    let case = |name: &str| tempfile::Builder::new().prefix(name).tempdir_in(dir.path()).unwrap();
+
+    let log = || std::fs::read_to_string(stack.paths().log(local_stack::Service::Mosquitto)).unwrap_or_default();
+    // Unknown CA: the system's roots do not know the test's CA.
+    let e = refused(case("unknown-ca").path(), &mtls, &pg, &good[2..]);
+    assert!(e.contains("not signed by a CA you trust") && e.contains("--tls-ca"), "{e}\nmosquitto:\n{}", log());
+    // Host name mismatch.
+    let e =
+        refused(case("name").path(), &mtls, &pg, &[&good[..], &["--tls-server-name", "broker.example"][..]].concat());
+    assert!(e.contains("for another name") && e.contains("--tls-server-name"), "{e}");
+    // Expired certificate.
+    let e = refused(case("expired").path(), &old, &pg, &good[..2]);
+    assert!(e.contains("has expired"), "{e}");
+    // Client certificate required but not given.
+    let e = refused(case("no-client-cert").path(), &mtls, &pg, &good[..2]);
+    assert!(e.contains("requires a client certificate") && e.contains("--tls-cert"), "{e}");
+    // Client certificate refused (signed by a CA the broker does not trust).
+    let strange = ["--tls-ca", s(&ca.pem), "--tls-cert", s(&strange_client.cert), "--tls-key", s(&strange_client.key)];
+    let e = refused(case("strange-client").path(), &mtls, &pg, &strange);
+    assert!(e.contains("refused the client certificate"), "{e}");
+    // A plain URL to a TLS port.
+    let e = refused(case("plain-to-tls").path(), &mtls.replace("mqtts://", "mqtt://"), &pg, &good);
+    assert!(e.contains("use mqtts://"), "{e}");
+    // A TLS URL to a plain port.
+    let plain_port = format!("mqtts://127.0.0.1:{}", stack.mqtt_port());
+    let e = refused(case("tls-to-plain").path(), &plain_port, &pg, &good);
+    assert!(e.contains("does not speak TLS") && e.contains("mqtt://"), "{e}");
+    // A PostgreSQL without TLS asked for TLS.
+    let e = refused(case("pg-no-ssl").path(), &mtls, &format!("{pg} sslmode=require"), &good);
+    assert!(e.contains("PostgreSQL") || e.contains("database"), "{e}");
+    assert!(e.contains("TLS") || e.contains("SSL"), "{e}");
+    stack.stop();
+}
+
+/// A NATS node that takes only TLS with a client certificate and NKey logins.
+fn nats_tls_nkey(dir: &Path, ca: &Ca, server: &Issued, user_public: &str) -> local_stack::nats::NatsCluster {
+    let mut opts = local_stack::nats::NatsOptions::new(dir.join("nats"), 1);
+    opts.extra_config = format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n\
+         authorization {{\n  users = [ {{ nkey: \"{user_public}\" }} ]\n}}\n",
+        s(&server.cert),
+        s(&server.key),
+        s(&ca.pem)
+    );
+    local_stack::nats::NatsCluster::start(opts).expect("start nats-server with TLS and NKey logins")
+}
+
+fn nats_run(dir: &Path, url: &str, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .args(["run", "--target", "nats-jetstream", "--stack", "external", "--nats-url", url])
+        .args(["--interval", "1s", "--warmup", "2s", "--soak", "6s", "--sample-every", "3s"])
+        .arg("--results-dir")
+        .arg(dir.join("results"))
+        .args(extra)
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn jetstream_over_mutual_tls_with_an_nkey_login_climbs_and_a_wrong_login_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "nats");
+    let (server, client) = (ca.server(dir.path(), "server"), ca.client(dir.path(), "client"));
+    let user = nkeys::KeyPair::new_user();
+    let seed = dir.path().join("user.nk");
+    std::fs::write(&seed, user.seed().unwrap()).unwrap();
+    let cluster = nats_tls_nkey(dir.path(), &ca, &server, &user.public_key());
+    let url = cluster.client_urls()[0].replace("nats://", "tls://");
+    let tls = ["--tls-ca", s(&ca.pem), "--tls-cert", s(&client.cert), "--tls-key", s(&client.key)];
+
+    let run_dir = tempfile::tempdir().unwrap();
+    let out =
+        nats_run(run_dir.path(), &url, &[&["--steps", "1k,2.5k", "--nats-nkey", s(&seed)][..], &tls[..]].concat());
+    let run = Run { out, dir: run_dir };
+    let r = run.result();
+    let statuses: Vec<_> = r["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["pass-health-not-watched"; 2], "{}\n{}", r["steps"], stderr(&run.out));
+    // The live samples' lag is seconds from a canary's send to its ack (a
+    // millisecond send time once stood beside a nanosecond ack: 1.8e15 s).
+    let lags: Vec<f64> =
+        r["steps"][1]["samples"].as_array().unwrap().iter().filter_map(|s| s["lag_s"].as_f64()).collect();
+    assert!(!lags.is_empty() && lags.iter().all(|l| (0.0..5.0).contains(l)), "{lags:?}");
+
+    // Another user's seed: refused by the server, before step 1.
+    let other = dir.path().join("other.nk");
+    std::fs::write(&other, nkeys::KeyPair::new_user().seed().unwrap()).unwrap();
+    let bad_dir = tempfile::tempdir().unwrap();
+    let out = nats_run(bad_dir.path(), &url, &[&["--steps", "1k", "--nats-nkey", s(&other)][..], &tls[..]].concat());
+    let e = stderr(&out);
+    assert!(!out.status.success(), "{e}");
+    assert!(e.contains("refused the login") && e.contains("--nats-nkey"), "{e}");
+    // No login at all.
+    let out = nats_run(bad_dir.path(), &url, &[&["--steps", "1k"][..], &tls[..]].concat());
+    let e = stderr(&out);
+    assert!(!out.status.success() && e.contains("refused the login"), "{e}");
+    cluster.stop();
+}
