@@ -17,7 +17,7 @@ mkdir -p "$dir"
 case "$mode" in
   short)
     gen=(--tags 10000 --samples 1000)
-    generator=(--points 100k,1m --interval 5s --seconds 10 --stall 5s)
+    generator=(--points 100k,1m --interval 5s --seconds 10 --stall 5s --tls)
     nats=(--seconds 4 --repeats 3)
     http=()
     prefill=(--points 20k)
@@ -27,7 +27,7 @@ case "$mode" in
     ;;
   smoke)
     gen=(--tags 200 --samples 50)
-    generator=(--points 2k --interval 1s --seconds 2)
+    generator=(--points 2k --interval 1s --seconds 2 --tls)
     nats=(--points 5k --seconds 1 --repeats 1)
     http=(--points 200 --messages 300 --batch 20)
     prefill=(--points 500 --days 0.25)

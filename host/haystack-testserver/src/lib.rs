@@ -58,6 +58,8 @@ pub struct Config {
     /// Bearer tokens expire this long after login (403 afterwards, as a
     /// session timeout would); None = never.
     pub token_ttl: Option<Duration>,
+    /// HTTPS only, with this certificate chain and key (PEM); None = plain HTTP.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl Default for Config {
@@ -71,6 +73,7 @@ impl Default for Config {
             error_one_in: 0,
             stall_after: None,
             token_ttl: None,
+            tls: None,
         }
     }
 }
@@ -860,10 +863,46 @@ pub async fn spawn(cfg: Config) -> anyhow::Result<(SocketAddr, tokio::task::Join
     let listener = tokio::net::TcpListener::bind((cfg.bind.as_str(), cfg.port)).await?;
     let addr = listener.local_addr()?;
     let app = app(&cfg);
-    let h = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let h = match &cfg.tls {
+        None => tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        }),
+        Some((cert, key)) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server_tls(cert, key)?));
+            tokio::spawn(serve_tls(listener, acceptor, app))
+        }
+    };
     Ok((addr, h))
+}
+
+fn server_tls(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| anyhow::anyhow!("--tls-cert {}: {e:?}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| anyhow::anyhow!("--tls-key {}: {e:?}", key.display()))?;
+    Ok(rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?)
+}
+
+/// Accept TCP, complete TLS, serve HTTP/1.1 with keep-alive on each
+/// connection; a failed handshake drops that connection only.
+async fn serve_tls(listener: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcceptor, app: Router) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else { continue };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else { return };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                .await;
+        });
+    }
 }
 
 // ---- command line ----------------------------------------------------------
@@ -909,6 +948,12 @@ pub struct Args {
     /// Bearer tokens expire this many seconds after login (403 afterwards).
     #[arg(long, value_name = "SECONDS")]
     token_ttl: Option<f64>,
+    /// Serve HTTPS only, with this certificate chain (PEM); with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// The server's command line (`haystack-testserver …`, or
@@ -937,11 +982,13 @@ async fn serve(a: Args) -> anyhow::Result<()> {
         error_one_in: a.error_one_in,
         stall_after: a.stall_after.map(Duration::from_secs_f64),
         token_ttl: a.token_ttl.map(Duration::from_secs_f64),
+        tls: a.tls_cert.clone().zip(a.tls_key.clone()),
     };
     let with_auth = cfg.auth.is_some();
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let (addr, handle) = crate::spawn(cfg).await?;
     eprintln!(
-        "haystack-testserver listening on http://{addr}/api/ ({})",
+        "haystack-testserver listening on {scheme}://{addr}/api/ ({})",
         if with_auth { "SCRAM-SHA-256" } else { "no auth" }
     );
     if let Some(p) = &a.ready_file {

@@ -80,7 +80,7 @@ pub enum Command {
     },
     /// Write days of history for every point straight into the SUT's storage
     /// (binary COPY for SQL targets), resumable and idempotent.
-    Prefill(PrefillArgs),
+    Prefill(Box<PrefillArgs>),
     /// Bytes per reading in real stores (PostgreSQL, Parquet, tsink), for
     /// each model on the same points and samples.
     Storage(StorageArgs),
@@ -98,7 +98,7 @@ pub enum Command {
     Compare(CompareArgs),
     /// One load generator of a distributed run, driven by a coordinator's
     /// `run --workers` over HTTP (docs/scale-out.md).
-    Worker(WorkerArgs),
+    Worker(Box<WorkerArgs>),
     /// Run the Haystack test server (used by the local stack of HTTP targets).
     /// Its flags are its own: `--help` here is the server's help.
     #[command(hide = true, disable_help_flag = true, disable_version_flag = true)]
@@ -406,6 +406,11 @@ pub struct GeneratorBenchArgs {
     /// Skip the plain publisher baseline.
     #[arg(long)]
     pub no_baseline: bool,
+    /// Also run each size over TLS (mqtts:// to a TLS listener of the same
+    /// broker, certificates from a throwaway CA): the CPU and memory TLS
+    /// adds, beside the plain arm of the same invocation.
+    #[arg(long)]
+    pub tls: bool,
     /// Also write the figures as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -609,6 +614,11 @@ pub struct LadderFlags {
     /// SCALEBENCH_MQTT_PASSWORD environment variable, never a flag.
     #[arg(long, value_name = "NAME")]
     pub mqtt_user: Option<String>,
+    /// MQTT protocol version of the generator: 3.1.1, or 5, whose PUBACKs
+    /// carry a reason code: one at or above 0x80 (0x87 not authorized,
+    /// 0x97 quota exceeded) counts that message's readings as refused.
+    #[arg(long, value_enum, default_value_t = MqttVersion::V311)]
+    pub mqtt_version: MqttVersion,
     /// A step is inconclusive when the results disk has less free space.
     #[arg(long, default_value_t = 1.0)]
     pub min_disk_free_gb: f64,
@@ -1039,6 +1049,25 @@ mod tests {
         ] {
             let e = Cli::try_parse_from(["scalebench", "run", flag, value]).unwrap_err().to_string();
             assert!(e.contains(flag) && e.contains(words) && !e.contains("Duration"), "{e}");
+        }
+    }
+}
+
+/// `--mqtt-version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MqttVersion {
+    #[value(name = "3.1.1")]
+    V311,
+    #[value(name = "5")]
+    V5,
+}
+
+impl MqttVersion {
+    /// MQTT's protocol level byte.
+    pub fn level(self) -> u8 {
+        match self {
+            MqttVersion::V311 => 4,
+            MqttVersion::V5 => 5,
         }
     }
 }

@@ -111,6 +111,27 @@ fn durability_differences(runs: &[RunResult], labels: &[String]) -> (Vec<String>
     (differ, unchecked)
 }
 
+/// Runs whose connections to the SUT differ in TLS are different set-ups:
+/// TLS costs CPU on both ends.
+fn tls_differences(runs: &[RunResult], labels: &[String]) -> Vec<String> {
+    let describe = |r: &RunResult| -> String {
+        if r.tls.is_empty() {
+            "no TLS".into()
+        } else {
+            r.tls.keys().map(|k| format!("TLS on {k}")).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let base = describe(&runs[0]);
+    runs.iter()
+        .zip(labels)
+        .skip(1)
+        .filter_map(|(r, l)| {
+            let d = describe(r);
+            (d != base).then(|| format!("{} used {base}, {l} {d}", labels[0]))
+        })
+        .collect()
+}
+
 /// The axis the runs differ on, when not given: target, then model, then run.
 fn infer_by(runs: &[RunResult]) -> By {
     if runs.iter().any(|r| r.target != runs[0].target) {
@@ -151,6 +172,7 @@ impl<'a> Comparison<'a> {
         let mut differences = hardware_differences(runs, &labels);
         let (d, unchecked) = durability_differences(runs, &labels);
         differences.extend(d);
+        differences.extend(tls_differences(runs, &labels));
         if !differences.is_empty() && !allow_different_hosts {
             return Err(NotComparable { differences });
         }

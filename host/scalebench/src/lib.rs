@@ -57,6 +57,7 @@ pub mod storage;
 pub mod storage_cost;
 pub mod study;
 pub mod target;
+pub mod throwaway_ca;
 pub mod tls;
 pub mod transport;
 pub mod units;
@@ -78,10 +79,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Http(args) } => commands::bench_http::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Workers(args) } => commands::bench_workers::run(args),
         Command::Bench { what: cli::BenchCommand::Soak(args) } => commands::bench_soak::run(args),
-        Command::Prefill(args) => commands::prefill::run(&cli.plugin, args),
+        Command::Prefill(args) => commands::prefill::run(&cli.plugin, *args),
         Command::Storage(args) => commands::storage::run(&cli.plugin, args),
         Command::Table { files } => commands::table::run(&files),
-        Command::Worker(args) => commands::worker::run(&cli.plugin, args),
+        Command::Worker(args) => commands::worker::run(&cli.plugin, *args),
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),

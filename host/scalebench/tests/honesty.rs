@@ -382,6 +382,22 @@ fn a_broker_whose_acl_denies_the_generator_is_refused_before_step_1() {
     assert!(r["ended_because"].as_str().unwrap().contains("refused before step 1"), "{}", r["ended_because"]);
 }
 
+/// MQTT 5: the broker's PUBACK says per message that it did not take the
+/// reading, with its reason code; nothing is counted acknowledged.
+#[test]
+fn with_mqtt_5_an_acl_denied_reading_is_refused_with_its_reason_code_not_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl");
+    std::fs::write(&acl, "topic readwrite fbf/#\ntopic read $SYS/#\nuser scalegen\ntopic read nothing/#\n").unwrap();
+    let run = run_ladder(&["--mosquitto-acl", acl.to_str().unwrap(), "--mqtt-user", "scalegen", "--mqtt-version", "5"]);
+    assert_eq!(run.out.status.code(), Some(1), "{}", stderr(&run.out));
+    let e = stderr(&run.out);
+    assert!(e.contains("refused the one reading") && e.contains("not authorized (0x87)"), "{e}");
+    assert!(!e.contains("acknowledged a reading"), "3.1.1's blind spot must not be the reason: {e}");
+    let r = run.result();
+    assert_eq!(r["steps"].as_array().unwrap().len(), 0, "no step may be measured");
+}
+
 #[test]
 fn an_external_stack_on_a_live_default_port_is_refused_unless_the_host_is_named() {
     let dir = tempfile::tempdir().unwrap();

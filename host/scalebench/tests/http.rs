@@ -151,6 +151,10 @@ impl Server {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
     /// What the calibration faults did (`GET /test/faults`).
     pub(crate) fn faults(&self) -> serde_json::Value {
         let body = ureq::get(&format!("{}/test/faults", self.url())).call().unwrap().into_string().unwrap();

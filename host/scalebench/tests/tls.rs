@@ -244,3 +244,51 @@ fn jetstream_over_mutual_tls_with_an_nkey_login_climbs_and_a_wrong_login_is_refu
     assert!(!out.status.success() && e.contains("refused the login"), "{e}");
     cluster.stop();
 }
+
+#[test]
+fn haxall_over_https_with_scram_climbs_and_an_unknown_ca_is_refused_before_step_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "haystack");
+    let server_cert = ca.server(dir.path(), "server");
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "tls-test-pw\n").unwrap();
+    let server = crate::http::Server::start(&[
+        "--user",
+        "su",
+        "--password-file",
+        s(&pw),
+        "--tls-cert",
+        s(&server_cert.cert),
+        "--tls-key",
+        s(&server_cert.key),
+    ]);
+    let service = format!("api=https://127.0.0.1:{}", server.port());
+    let haxall = |out_dir: &Path, steps: &str, extra: &[&str]| {
+        Command::new(bin())
+            .args(["run", "--target", "haxall", "--stack", "external", "--service", &service, "--probes", "none"])
+            .args(["--steps", steps, "--interval", "1s", "--warmup", "2s", "--soak", "6s", "--sample-every", "3s"])
+            .args(["--target-params", r#"{"user":"su"}"#, "--credentials-file", s(&pw)])
+            .arg("--results-dir")
+            .arg(out_dir.join("results"))
+            .args(extra)
+            .env("SCALEBENCH_CACHE_DIR", cache_dir())
+            .output()
+            .unwrap()
+    };
+    let run_dir = tempfile::tempdir().unwrap();
+    let run = Run { out: haxall(run_dir.path(), "1k,2.5k", &["--tls-ca", s(&ca.pem)]), dir: run_dir };
+    let r = run.result();
+    let statuses: Vec<_> = r["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["pass-health-not-watched"; 2], "{}\n{}", r["steps"], stderr(&run.out));
+    let api = &r["tls"]["http:api"];
+    assert!(api["protocol"].as_str().unwrap().starts_with("TLSv1."), "{}", r["tls"]);
+    assert_eq!(api["client_certificate"], false, "{}", r["tls"]);
+
+    // The system's roots do not know the test's CA: refused before step 1.
+    let bad = tempfile::tempdir().unwrap();
+    let out = haxall(bad.path(), "1k", &[]);
+    let e = stderr(&out);
+    assert!(!out.status.success(), "{e}");
+    assert!(e.contains("not signed by a CA you trust") && e.contains("--tls-ca"), "{e}");
+    assert_eq!(std::fs::read_dir(bad.path().join("results")).map(|d| d.count()).unwrap_or(0), 0, "{e}");
+}

@@ -28,6 +28,8 @@ pub(crate) struct Mosquitto {
     child: Child,
     _dir: tempfile::TempDir,
     pub(crate) port: u16,
+    /// A second, TLS-only listener (`start_mosquitto` given certificates).
+    pub(crate) tls_port: Option<u16>,
 }
 
 impl Drop for Mosquitto {
@@ -38,15 +40,26 @@ impl Drop for Mosquitto {
 }
 
 pub(crate) fn start_mosquitto() -> anyhow::Result<Mosquitto> {
-    let port = local_stack::guard::pick_free_ports(1)?[0];
+    start_mosquitto_with(None)
+}
+
+/// A bare mosquitto; with `tls`, also a TLS-only listener with its server certificate.
+pub(crate) fn start_mosquitto_with(tls: Option<&crate::throwaway_ca::ThrowawayPki>) -> anyhow::Result<Mosquitto> {
+    let ports = local_stack::guard::pick_free_ports(2)?;
+    let (port, tls_port) = (ports[0], tls.map(|_| ports[1]));
     let dir = tempfile::tempdir()?;
     let conf = dir.path().join("mosquitto.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 0\nlog_dest none\n"
-        ),
-    )?;
+    let mut text = format!(
+        "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 0\nlog_dest none\n"
+    );
+    if let (Some(p), Some(pki)) = (tls_port, tls) {
+        text.push_str(&format!(
+            "listener {p} 127.0.0.1\ncertfile {}\nkeyfile {}\n",
+            pki.server_cert.display(),
+            pki.server_key.display()
+        ));
+    }
+    std::fs::write(&conf, text)?;
     let bin = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"]
         .iter()
         .find(|p| std::path::Path::new(p).exists())
@@ -64,7 +77,13 @@ pub(crate) fn start_mosquitto() -> anyhow::Result<Mosquitto> {
         anyhow::ensure!(Instant::now() < deadline, "mosquitto did not listen on {port} within 10 s");
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(Mosquitto { child, _dir: dir, port })
+    if let Some(p) = tls_port {
+        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
+            anyhow::ensure!(Instant::now() < deadline, "mosquitto's TLS listener did not listen on {p} within 10 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(Mosquitto { child, _dir: dir, port, tls_port })
 }
 
 /// Reset the kernel's peak-RSS mark of this process (Linux `clear_refs` 5).
@@ -153,6 +172,8 @@ struct Arm {
     stalled_s: Option<f64>,
     /// Whether ack latency was recorded (HdrHistograms per step and per second).
     latency_recorded: bool,
+    /// Published over TLS (mqtts://, a throwaway CA).
+    tls: bool,
     acked_per_s: f64,
     cpu_us_per_acked: f64,
     /// Resident memory once the address table is built, before the load.
@@ -190,6 +211,8 @@ struct ArmShape {
     /// Freeze the broker this long from a third of the window on.
     stall: Option<Duration>,
     record_latency: bool,
+    /// Publish on the broker's TLS listener.
+    tls: bool,
 }
 
 /// scalebench's generator (model + adapter in WebAssembly, paced, bounded)
@@ -204,7 +227,7 @@ fn generator_arm(
     broker: &Mosquitto,
     tokio_rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<(Arm, Vec<u8>)> {
-    let ArmShape { stall, record_latency } = shape;
+    let ArmShape { stall, record_latency, tls } = shape;
     let seconds = args.seconds.max(1.0);
     let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
@@ -222,6 +245,10 @@ fn generator_arm(
         adapter.encode(&r)?.payload
     };
     let mut cfg = MqttConfig::new("127.0.0.1", broker.port);
+    if tls {
+        cfg.port = broker.tls_port.ok_or_else(|| anyhow::anyhow!("the broker has no TLS listener"))?;
+        cfg.tls = true;
+    }
     cfg.connections = connections_for(args, points, interval);
     let batch_msgs = loadgen::batch_readings_max(points as u32, interval, cfg.connections);
     let queue_bound = cfg.queue_bound_bytes(batch_msgs, sample_payload.len() as u64 + 64);
@@ -289,6 +316,7 @@ fn generator_arm(
                 points,
                 stalled_s: stall.map(|d| d.as_secs_f64()),
                 latency_recorded: record_latency,
+                tls,
                 acked_per_s: f.rate(),
                 cpu_us_per_acked: f.cpu_us(),
                 rss_before_load_bytes: rss_before,
@@ -322,15 +350,28 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
     let (rec_on, rec_off) = recording_cost_ns(RECORDING_ACKS);
     let mut arms = Vec::new();
     let mut payload = Vec::new();
+    // --tls: a CA for this invocation only, trusted by this process alone.
+    let pki_dir = tempfile::tempdir()?;
+    let pki = if args.tls {
+        let pki = crate::throwaway_ca::make(pki_dir.path())?;
+        crate::tls::install(&crate::tls::TlsSettings { ca: Some(pki.ca.clone()), ..Default::default() })?;
+        Some(pki)
+    } else {
+        None
+    };
     // Our arms first: the baseline's buffers, once freed, would still count
     // in this process's resident memory.
     for &points in &sizes {
         // Without a stall, once without latency recording too: its cost,
         // measured beside it in the same invocation.
-        let arms_of_size = [(None, false), (None, true)].into_iter().chain(stall.map(|d| (Some(d), true)));
-        for (stall, record) in arms_of_size {
+        // With --tls, once more over TLS: what TLS costs, beside it.
+        let arms_of_size = [(None, false, false), (None, true, false)]
+            .into_iter()
+            .chain(stall.map(|d| (Some(d), true, false)))
+            .chain(pki.as_ref().map(|_| (None, true, true)));
+        for (stall, record, tls) in arms_of_size {
             // A fresh broker per arm: a stalled one's backlog must not slow the next.
-            let broker = start_mosquitto()?;
+            let broker = start_mosquitto_with(pki.as_ref())?;
             eprintln!(
                 "bench generator: bare mosquitto on 127.0.0.1:{}, {} points every {:?} (target {}/s), {} connections, {seconds} s{}",
                 broker.port,
@@ -340,7 +381,7 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
                 connections_for(&args, points, interval),
                 stall.map(|d| format!(", broker frozen for {:?} from {:.0} s", d, seconds / 3.0)).unwrap_or_default()
             );
-            let shape = ArmShape { stall, record_latency: record };
+            let shape = ArmShape { stall, record_latency: record, tls };
             let (arm, p) = generator_arm(opts, &args, points, interval, shape, &broker, &tokio_rt)?;
             payload = p;
             arms.push(arm);
@@ -422,11 +463,29 @@ const RECORDING_ACKS: u64 = 1_000_000;
 
 /// An arm in words: "100,000 pts, broker frozen 5 s".
 fn arm_label(a: &Arm) -> String {
-    match (a.stalled_s, a.latency_recorded) {
+    let base = match (a.stalled_s, a.latency_recorded) {
         (Some(s), _) => format!("{} pts, broker frozen {s:.0} s", group(a.points)),
         (None, true) => format!("{} pts", group(a.points)),
         (None, false) => format!("{} pts, latency not recorded", group(a.points)),
+    };
+    if a.tls {
+        base + ", TLS"
+    } else {
+        base
     }
+}
+
+/// Per TLS arm: the same size's plain arm (latency recorded, no stall),
+/// measured in the same invocation.
+fn tls_pairs(arms: &[Arm]) -> Vec<(&Arm, &Arm)> {
+    arms.iter()
+        .filter(|a| a.tls)
+        .filter_map(|t| {
+            arms.iter()
+                .find(|p| !p.tls && p.points == t.points && p.latency_recorded && p.stalled_s.is_none())
+                .map(|p| (t, p))
+        })
+        .collect()
 }
 
 /// Per arm: acked msgs/s and CPU per ack beside the plain publisher, peak RSS.
@@ -444,6 +503,14 @@ fn generator_figures(arms: &[Arm], plain: Option<&Figures>) -> Vec<Figure> {
         out.push(rate);
         out.push(cpu.goal("<= 2 us per acked message", a.cpu_us_per_acked <= 2.0));
         out.push(Figure::new(format!("peak RSS, {label}"), mb, "MB").goal("<= 300 MB at 1M points", mb <= 300.0));
+    }
+    for (t, p) in tls_pairs(arms) {
+        let added = t.cpu_us_per_acked - p.cpu_us_per_acked;
+        out.push(
+            Figure::new(format!("generator CPU TLS adds per ack, {} pts", group(t.points)), added, "us")
+                .vs("the same arm without TLS", p.cpu_us_per_acked)
+                .goal("<= 1 us per acked message", added <= 1.0),
+        );
     }
     out
 }
@@ -491,6 +558,17 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
     }
     println!("bound = RSS before the load + the transport's queue bound (channels, in-flight window, write buffer) + {} MB working set.", RSS_ALLOWANCE >> 20);
     println!("Latency: every ack is recorded from its intended and its actual send time (HdrHistograms per step and per second) unless the row says otherwise.");
+    for (t, p) in tls_pairs(arms) {
+        println!(
+            "TLS at {} pts: {:.2} us CPU per acked message over TLS, {:.2} us without, in this run: TLS adds {:.2} us (goal <= 1 us); {:.1} MB peak RSS over TLS, {:.1} MB without.",
+            group(t.points),
+            t.cpu_us_per_acked,
+            p.cpu_us_per_acked,
+            t.cpu_us_per_acked - p.cpu_us_per_acked,
+            mb(t.peak_rss_bytes),
+            mb(p.peak_rss_bytes)
+        );
+    }
     println!("Goals: <= 2 us generator CPU per acked message; <= 300 MB peak RSS at 1M points, with the broker keeping up and frozen, latency recorded.");
 }
 

@@ -45,6 +45,7 @@ fn measure(urls: &[String], broker_port: u16, args: &WorkersBenchArgs) -> anyhow
         http_window: 64,
         mqtt_user: None,
         mqtt_password: None,
+        mqtt_version: 4,
     })?;
     workers.prepare(args.points)?;
     let refused = workers.barrier();

@@ -23,3 +23,33 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     eprintln!("compare: {} and {} charts in {}", written[0].display(), written.len() - 1, out.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::compare::Comparison;
+
+    #[test]
+    fn a_run_over_tls_and_a_plain_run_are_different_set_ups_unless_allowed() {
+        let plain = super::super::report_bench::synthetic_ladder(&[1000], 60.0);
+        let mut tls = plain.clone();
+        tls.run_id = "over-tls".into();
+        tls.tls.insert(
+            "mqtt".into(),
+            crate::tls::Negotiated {
+                protocol: "TLSv1.3".into(),
+                cipher_suite: "TLS13_AES_256_GCM_SHA384".into(),
+                client_certificate: false,
+            },
+        );
+        let runs = vec![plain, tls];
+        let refused = Comparison::new(&runs, None, false).err().expect("TLS against plain is refused");
+        assert!(
+            refused.differences.iter().any(|d| d.contains("no TLS") && d.contains("TLS on mqtt")),
+            "{:?}",
+            refused.differences
+        );
+        assert!(Comparison::new(&runs, None, true).is_ok());
+        let same = vec![runs[1].clone(), runs[1].clone()];
+        assert!(Comparison::new(&same, None, false).is_ok());
+    }
+}

@@ -193,6 +193,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         inflight: ladder.inflight,
         mqtt_user: ladder.mqtt_user.clone(),
         mqtt_password: std::env::var("SCALEBENCH_MQTT_PASSWORD").ok(),
+        mqtt_version: ladder.mqtt_version.level(),
         http_window: ladder.http_concurrency.max(1),
         target_password,
         model: plugins.model.clone(),

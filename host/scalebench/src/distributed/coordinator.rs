@@ -68,6 +68,7 @@ pub struct InitTemplate {
     pub http_window: u32,
     pub mqtt_user: Option<String>,
     pub mqtt_password: Option<String>,
+    pub mqtt_version: u8,
 }
 
 fn call<T: serde::de::DeserializeOwned>(
@@ -170,6 +171,7 @@ impl Workers {
                 http_window: t.http_window,
                 mqtt_user: t.mqtt_user.clone(),
                 mqtt_password: t.mqtt_password.clone(),
+                mqtt_version: t.mqtt_version,
                 client_id_prefix: format!("scalebench-{}-w{}", t.run_id, w.index + 1),
             };
             let body = serde_json::to_string(&init).expect("init is JSON");

@@ -71,6 +71,9 @@ pub struct Init {
     pub http_window: u32,
     pub mqtt_user: Option<String>,
     pub mqtt_password: Option<String>,
+    /// MQTT protocol level (4 when a coordinator does not say).
+    #[serde(default = "mqtt_v311")]
+    pub mqtt_version: u8,
     /// Client ids of this worker's connections start with this (unique
     /// across workers: run id and index).
     pub client_id_prefix: String,
@@ -146,4 +149,8 @@ pub struct Final {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
     pub error: String,
+}
+
+fn mqtt_v311() -> u8 {
+    4
 }

@@ -168,6 +168,7 @@ async fn init(w: Arc<Worker>, body: Bytes) -> Response {
         inflight: req.inflight,
         mqtt_user: req.mqtt_user.clone(),
         mqtt_password: req.mqtt_password.clone(),
+        mqtt_version: req.mqtt_version,
         http_window: req.http_window,
         http_rules: rules,
         client_id_prefix: Some(req.client_id_prefix.clone()),

@@ -49,6 +49,8 @@ pub struct LadderConfig {
     /// The generator's MQTT account (password from the environment).
     pub mqtt_user: Option<String>,
     pub mqtt_password: Option<String>,
+    /// MQTT protocol level: 4 (3.1.1) or 5.
+    pub mqtt_version: u8,
     /// HTTP targets: requests in flight per connection.
     pub http_window: u32,
     /// The SUT account's password (from a file or the environment), handed

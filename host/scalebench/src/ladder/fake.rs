@@ -461,6 +461,7 @@ fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
         inflight: s.inflight,
         mqtt_user: None,
         mqtt_password: None,
+        mqtt_version: 4,
         http_window: 64,
         target_password: None,
         model: "fake-model".into(),

@@ -103,6 +103,7 @@ pub async fn run(
         inflight: cfg.inflight,
         mqtt_user: cfg.mqtt_user.clone(),
         mqtt_password: cfg.mqtt_password.clone(),
+        mqtt_version: cfg.mqtt_version,
         http_window: cfg.http_window,
         http_rules,
         client_id_prefix: None,
@@ -301,6 +302,7 @@ async fn start_workers(
         http_window: cfg.http_window,
         mqtt_user: cfg.mqtt_user.clone(),
         mqtt_password: cfg.mqtt_password.clone(),
+        mqtt_version: cfg.mqtt_version,
     };
     let urls = cfg.workers.clone();
     tokio::task::spawn_blocking(move || {

@@ -65,7 +65,10 @@ impl StackServices {
         };
         let result = match sent {
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => read_response(resp),
-            Err(e) => Err(format!("{method} {} on HTTP service `{}`: {e}", request.path, request.service)),
+            Err(e) => Err(match crate::tls::explain(&e, "http://") {
+                Some(t) => format!("{method} {} on HTTP service `{}` over TLS: {t}", request.path, request.service),
+                None => format!("{method} {} on HTTP service `{}`: {e}", request.path, request.service),
+            }),
         };
         let d = t0.elapsed();
         self.record(

@@ -355,6 +355,8 @@ pub struct CarrierOptions {
     pub inflight: u16,
     pub mqtt_user: Option<String>,
     pub mqtt_password: Option<String>,
+    /// MQTT protocol level: 4 (3.1.1) or 5 (per-message reason codes).
+    pub mqtt_version: u8,
     /// HTTP: requests in flight per connection.
     pub http_window: u32,
     /// HTTP: what goes with each message and what a response means (the
@@ -402,6 +404,7 @@ pub async fn carrier_for(
             cfg.inflight = opts.inflight.max(1);
             cfg.username = opts.mqtt_user.clone();
             cfg.password = opts.mqtt_password.clone();
+            cfg.version = opts.mqtt_version;
             if let Some(p) = &opts.client_id_prefix {
                 cfg.client_id_prefix.clone_from(p);
             }

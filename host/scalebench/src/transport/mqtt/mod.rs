@@ -60,6 +60,9 @@ pub struct MqttConfig {
     pub keep_alive: Duration,
     /// `mqtts://`: TLS with the process's configuration ([`crate::tls`]).
     pub tls: bool,
+    /// MQTT's protocol level: [`wire::V311`] (default) or [`wire::V5`],
+    /// whose PUBACKs say per message whether the broker took it.
+    pub version: u8,
 }
 
 impl MqttConfig {
@@ -77,6 +80,7 @@ impl MqttConfig {
             channel_batches: 4,
             keep_alive: Duration::from_secs(30),
             tls: false,
+            version: wire::V311,
         }
     }
 }
@@ -146,6 +150,7 @@ async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(R
         let mut buf = Vec::new();
         wire::connect(
             &mut buf,
+            cfg.version,
             client_id,
             cfg.keep_alive.as_secs() as u16,
             true,
@@ -169,6 +174,10 @@ async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(R
                 acc.drain(..used);
                 return match packet {
                     Incoming::ConnAck { return_code: 0 } => Ok((rd, wr, acc)),
+                    Incoming::ConnAck { return_code } if cfg.version >= wire::V5 => Err(err(format!(
+                        "the broker refused the connection: {} (0x{return_code:02x})",
+                        wire::reason_name(return_code)
+                    ))),
                     Incoming::ConnAck { return_code } => Err(err(format!(
                         "the broker refused the connection (CONNACK return code {return_code}: {})",
                         match return_code {
@@ -347,6 +356,7 @@ async fn run_connection(
     shutdown: Arc<AtomicBool>,
 ) {
     let qos = cfg.qos.min(1);
+    let v5 = cfg.version >= wire::V5;
     let mut backoff = Duration::from_millis(100);
     let mut pending: Option<Batch> = None;
     let mut input_closed = false;
@@ -451,9 +461,9 @@ async fn run_connection(
                     };
                     permit.forget();
                     let id = inflight.lock().unwrap().insert((m.carries, m.sent_now()));
-                    wire::publish(&mut buf, m.address.as_bytes(), &m.payload, qos, cfg.retain, id);
+                    wire::publish(&mut buf, m.address.as_bytes(), &m.payload, qos, cfg.retain, id, v5);
                 } else {
-                    wire::publish(&mut buf, m.address.as_bytes(), &m.payload, 0, cfg.retain, 0);
+                    wire::publish(&mut buf, m.address.as_bytes(), &m.payload, 0, cfg.retain, 0, v5);
                 }
                 sent += 1;
                 if let Carries::Readings { n, .. } = m.carries {
@@ -536,8 +546,8 @@ async fn read_acks(
             let mut acks = Vec::new();
             loop {
                 match wire::decode(&acc[used_total..]) {
-                    Ok(Some((Incoming::PubAck { pkid }, used))) => {
-                        acks.push(pkid);
+                    Ok(Some((Incoming::PubAck { pkid, reason }, used))) => {
+                        acks.push((pkid, reason));
                         used_total += used;
                     }
                     Ok(Some((_, used))) => used_total += used,
@@ -554,10 +564,16 @@ async fn read_acks(
                 let mut table = inflight.lock().unwrap();
                 let mut c = counts.lock().unwrap();
                 let mut released = 0;
-                for id in acks {
+                for (id, reason) in acks {
                     if let Some((carries, t)) = table.remove(id) {
                         released += 1;
-                        super::count_ack(&mut c, &live, carries, t, at);
+                        if reason >= 0x80 {
+                            // MQTT 5: the broker answered and did not take it.
+                            let why = format!("{} (0x{reason:02x})", wire::reason_name(reason));
+                            super::count_refused(&mut c, &live, carries, t, at, why);
+                        } else {
+                            super::count_ack(&mut c, &live, carries, t, at);
+                        }
                     }
                 }
                 window.add_permits(released);
