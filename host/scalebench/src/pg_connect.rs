@@ -101,10 +101,7 @@ pub fn explain(e: &postgres::Error) -> String {
     if let Some(t) = crate::tls::explain(e, "sslmode=disable") {
         return t;
     }
-    let text = match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => e.to_string(),
-    };
+    let text = pg_error(e);
     if text.contains("no pg_hba.conf entry") && text.contains("no encryption") {
         return format!("{text}\nhint: this server accepts only TLS connections: add sslmode=require (or verify-full) to the connection string, with --tls-ca for its CA");
     }
@@ -112,6 +109,35 @@ pub fn explain(e: &postgres::Error) -> String {
         return format!("{text}\nhint: the server has no TLS: drop sslmode=require, or turn ssl on at the server");
     }
     text
+}
+
+/// A PostgreSQL error as one line: the server's message with its detail,
+/// hint and position when it sent them.
+pub fn pg_error(e: &postgres::Error) -> String {
+    use std::error::Error as _;
+    if let Some(db) = e.as_db_error() {
+        let mut s = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+        if let Some(d) = db.detail() {
+            s += &format!("; detail: {d}");
+        }
+        if let Some(h) = db.hint() {
+            s += &format!("; hint: {h}");
+        }
+        if let Some(postgres::error::ErrorPosition::Original(p)) = db.position() {
+            s += &format!("; at character {p}");
+        }
+        return s;
+    }
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s += &format!(": {t}");
+        }
+        src = inner.source();
+    }
+    s
 }
 
 #[cfg(test)]

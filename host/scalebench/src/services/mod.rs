@@ -75,9 +75,9 @@ mod http;
 mod pg_codec;
 mod sql;
 
+pub use crate::pg_connect::pg_error;
 pub use http::MAX_HTTP_BODY_BYTES;
 pub use pg_codec::{date_text, timestamp_text};
-pub use sql::pg_error;
 
 /// How many requests per plugin [`StackServices::timings`] keeps.
 pub const TIMING_LOG_LEN: usize = 256;

@@ -4,7 +4,6 @@
 //! [`crate::services`]).
 
 use std::collections::HashMap;
-use std::error::Error as StdError;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,7 @@ use postgres::types::ToSql;
 
 use super::pg_codec::{type_label, Cell, Param};
 use super::{known, Conn, StackServices, Timing, DEFAULT_ROLE};
+use crate::pg_connect::pg_error;
 
 impl StackServices {
     fn connect(&self, service: &str) -> Result<postgres::Client, String> {
@@ -171,32 +171,4 @@ fn convert_rows(stmt: &postgres::Statement, rows: &[postgres::Row]) -> Result<Sq
         out.push(vals);
     }
     Ok(SqlRows { columns, rows: out })
-}
-
-/// A PostgreSQL error as one line: the server's message with its detail,
-/// hint and position when it sent them.
-pub fn pg_error(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        let mut s = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
-        if let Some(d) = db.detail() {
-            s += &format!("; detail: {d}");
-        }
-        if let Some(h) = db.hint() {
-            s += &format!("; hint: {h}");
-        }
-        if let Some(postgres::error::ErrorPosition::Original(p)) = db.position() {
-            s += &format!("; at character {p}");
-        }
-        return s;
-    }
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s += &format!(": {t}");
-        }
-        src = inner.source();
-    }
-    s
 }
