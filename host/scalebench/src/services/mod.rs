@@ -308,7 +308,8 @@ mod tests {
             body: vec![],
         };
         assert!(s.timed_http("p", &req).0.unwrap_err().contains("Host"));
-        assert!(StackServices::new(BTreeMap::new(), [("a".to_string(), "https://x".to_string())].into()).is_err());
+        assert!(StackServices::new(BTreeMap::new(), [("a".to_string(), "ftp://x".to_string())].into()).is_err());
+        assert!(StackServices::new(BTreeMap::new(), [("a".to_string(), "https://x".to_string())].into()).is_ok());
         assert!(StackServices::new(BTreeMap::new(), [("a".to_string(), "http://u@x".to_string())].into()).is_err());
     }
 }
