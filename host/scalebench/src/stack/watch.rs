@@ -52,7 +52,11 @@ pub fn parse(s: &str) -> Result<WatchSpec, String> {
         ),
         "docker" if !value.is_empty() => Source::Docker(value.to_string()),
         "url" if value.starts_with("http://") => Source::Url(value.to_string()),
-        "url" => return Err(format!("--watch {s}: the health URL must start with http:// (an https health URL is not watched yet)")),
+        "url" => {
+            return Err(format!(
+                "--watch {s}: the health URL must start with http:// (an https health URL is not watched yet)"
+            ))
+        }
         other => return Err(format!("--watch {s}: unknown kind `{other}`; {WATCH_FORMS}")),
     };
     Ok(WatchSpec { service: service.to_string(), source })
