@@ -705,6 +705,14 @@ fn parse_dt(s: &str) -> Option<i64> {
 
 /// A hisRead range as a half-open [start, end) in epoch ms. Dates are UTC days.
 pub fn parse_range(range: &str, now_ms: i64) -> Result<(i64, i64), String> {
+    let (start, end) = parse_range_ends(range, now_ms)?;
+    if start > end {
+        return Err(format!("bad range {range:?}: it ends before it starts"));
+    }
+    Ok((start, end))
+}
+
+fn parse_range_ends(range: &str, now_ms: i64) -> Result<(i64, i64), String> {
     let r = range.trim();
     let today = DateTime::<Utc>::from_timestamp_millis(now_ms).unwrap().date_naive();
     let day = |d: NaiveDate| (day_start(d), day_start(d) + 86_400_000);
@@ -1015,5 +1023,8 @@ mod tests {
         assert_eq!(parse_range("2024-05-01T12:00:00Z UTC,2024-05-01T12:00:01.5Z UTC", now).unwrap(), (now, now + 1500));
         assert_eq!(parse_range("2024-05-01T07:00:00-05:00 New_York", now).unwrap(), (now, i64::MAX));
         assert!(parse_range("soon", now).is_err());
+        // A year written with three digits is year 24: the range ends before it starts.
+        let reversed = parse_range("2024-05-01,024-05-02", now).unwrap_err();
+        assert!(reversed.contains("ends before it starts"), "{reversed}");
     }
 }
