@@ -31,6 +31,8 @@ pub struct HaystackOptions {
     pub auth: Option<(String, PathBuf)>,
     pub extra_args: Vec<String>,
     pub ready_timeout: Duration,
+    /// HTTPS only, with this certificate (None: plain HTTP).
+    pub tls: Option<crate::StackTls>,
 }
 
 pub struct HaystackServer {
@@ -78,6 +80,9 @@ impl HaystackServer {
         if let Some((user, file)) = &self.opts.auth {
             cmd.args(["--user", user]).arg("--password-file").arg(file);
         }
+        if let Some(t) = &self.opts.tls {
+            cmd.arg("--tls-cert").arg(&t.cert).arg("--tls-key").arg(&t.key);
+        }
         cmd.args(&self.opts.extra_args);
         let p = process::spawn(PROC_TAG, cmd, &self.log, None)?;
         let pid = p.pid();
@@ -108,9 +113,10 @@ impl HaystackServer {
         Ok(())
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS).
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.opts.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     pub fn log_path(&self) -> &std::path::Path {

@@ -61,6 +61,9 @@ impl LocalStack {
             .args(["--pg", &self.postgres_conn()])
             .arg("--stats-file")
             .arg(&self.paths.stats_file);
+        if let Some(ca) = self.tls_ca() {
+            cmd.arg("--tls-ca").arg(ca);
+        }
         if let Some(n) = h.drop_one_in {
             cmd.args(["--drop-one-in", &n.to_string()]);
         }

@@ -173,6 +173,20 @@ pub struct StackOptions {
     /// Extra mosquitto listeners with TLS, beside the plain one the
     /// historian and the one-reading check use (default none).
     pub mqtt_tls_listeners: Vec<TlsListener>,
+    /// The whole stack TLS-only (default off): mosquitto's listener and
+    /// PostgreSQL take only TLS with this server certificate, and the
+    /// historian and the stack's own checks connect over TLS, trusting `ca`.
+    pub tls: Option<StackTls>,
+}
+
+/// The certificates of a TLS-only stack (PEM files).
+#[derive(Debug, Clone)]
+pub struct StackTls {
+    /// What clients trust.
+    pub ca: PathBuf,
+    /// The servers' certificate (for 127.0.0.1) and its key.
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// A mosquitto listener on 127.0.0.1 that speaks only TLS.
@@ -205,6 +219,7 @@ impl StackOptions {
             reading_check: true,
             mosquitto_acl_file: None,
             mqtt_tls_listeners: Vec::new(),
+            tls: None,
         }
     }
 
@@ -425,9 +440,35 @@ impl LocalStack {
         self.opts.pg_port
     }
 
-    /// tokio-postgres connection string of database `scalebench`.
+    /// tokio-postgres connection string of database `scalebench`
+    /// (`sslmode=require` on a TLS-only stack: verify with [`Self::tls_ca`]).
     pub fn postgres_conn(&self) -> String {
-        format!("host={HOST} port={} user=postgres dbname=scalebench", self.opts.pg_port)
+        format!("host={HOST} port={} user=postgres dbname=scalebench{}", self.opts.pg_port, self.sslmode())
+    }
+
+    /// The CA a client of this stack trusts; None: the stack is plain.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.opts.tls.as_ref().map(|t| t.ca.as_path())
+    }
+
+    fn sslmode(&self) -> &'static str {
+        if self.opts.tls.is_some() {
+            " sslmode=require"
+        } else {
+            ""
+        }
+    }
+
+    /// The client TLS configuration of the stack's own connections.
+    fn client_tls(&self) -> Result<Option<std::sync::Arc<reference_historian::tls::ClientConfig>>, StackError> {
+        self.tls_ca()
+            .map(|ca| {
+                reference_historian::tls::client_config(ca).map_err(|problem| StackError::InvalidOptions {
+                    problem,
+                    hint: "give the stack a readable PEM CA file".into(),
+                })
+            })
+            .transpose()
     }
 
     pub fn options(&self) -> &StackOptions {

@@ -35,6 +35,14 @@ impl LocalStack {
             inflight = o.max_inflight_messages,
             sys = o.sys_interval_s,
         );
+        if let Some(t) = &o.tls {
+            // The stack's one listener (the first) speaks only TLS.
+            conf.push_str(&format!(
+                "# TLS-only stack: the listener above\ncertfile {}\nkeyfile {}\n",
+                t.cert.display(),
+                t.key.display()
+            ));
+        }
         if o.mosquitto_acl_file.is_some() {
             conf.push_str(&format!("acl_file {}\n", p.mosquitto_acl.display()));
         }

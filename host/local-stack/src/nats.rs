@@ -105,6 +105,9 @@ pub struct NatsOptions {
     /// which a crash of every node may lose what was acknowledged but not
     /// yet written to disk. Needs nats-server 2.10 or later.
     pub sync_interval: Option<String>,
+    /// Client listeners TLS-only with this certificate (`tls://` URLs);
+    /// None: plain. Routes and monitoring stay on loopback, plain.
+    pub tls: Option<crate::StackTls>,
 }
 
 impl NatsOptions {
@@ -121,6 +124,7 @@ impl NatsOptions {
             ready_timeout: Duration::from_secs(30),
             extra_config: String::new(),
             sync_interval: None,
+            tls: None,
         }
     }
 
@@ -354,9 +358,11 @@ impl NatsCluster {
 
     // ---- accessors --------------------------------------------------------
 
-    /// Client URLs of every node: `nats://127.0.0.1:<client port>`.
+    /// Client URLs of every node: `nats://127.0.0.1:<client port>`
+    /// (`tls://` when the cluster is TLS-only).
     pub fn client_urls(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| format!("nats://{HOST}:{}", n.ports.client)).collect()
+        let scheme = if self.opts.tls.is_some() { "tls" } else { "nats" };
+        self.nodes.iter().map(|n| format!("{scheme}://{HOST}:{}", n.ports.client)).collect()
     }
 
     /// Monitoring base URLs of every node: `http://127.0.0.1:<monitor port>`.
@@ -833,6 +839,13 @@ fn node_config(opts: &NatsOptions, n: &Node, routes: &[u16]) -> String {
             "cluster {{\n  name: {name}\n  listen: \"{HOST}:{port}\"\n  routes: [{list}]\n}}\n",
             name = quote(&opts.cluster_name),
             port = n.ports.cluster,
+        ));
+    }
+    if let Some(t) = &opts.tls {
+        c.push_str(&format!(
+            "tls {{\n  cert_file: {}\n  key_file: {}\n}}\n",
+            quote(&t.cert.display().to_string()),
+            quote(&t.key.display().to_string())
         ));
     }
     if !opts.extra_config.is_empty() {

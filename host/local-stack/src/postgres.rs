@@ -79,15 +79,25 @@ impl LocalStack {
             .arg(format!("unix_socket_directories={}", p.pg_sock.display()))
             .args(["-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on"])
             .args(["-c", "max_connections=50", "-c", "logging_collector=off"]);
+        if let Some(t) = &self.opts.tls {
+            for (flag, value) in tls_settings(t, &p, run_as)? {
+                cmd.arg("-c").arg(format!("{flag}={value}"));
+            }
+        }
         self.postgres = Some(process::spawn(Service::Postgres, cmd, &log, run_as)?);
 
         // Ready = a real connection to the `postgres` database works.
-        let admin = format!("host={HOST} port={} user=postgres dbname=postgres connect_timeout=2", self.opts.pg_port);
+        let admin = format!(
+            "host={HOST} port={} user=postgres dbname=postgres connect_timeout=2{}",
+            self.opts.pg_port,
+            self.sslmode()
+        );
+        let tls = self.client_tls()?;
         let client = self
             .wait_ready(Service::Postgres, self.opts.pg_port, || async {
-                let (c, conn) =
-                    tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
-                tokio::spawn(conn);
+                let c = reference_historian::tls::pg_connect(&admin, tls.as_ref(), |_| {})
+                    .await
+                    .map_err(|e| e.to_string())?;
                 c.simple_query("SELECT 1").await.map_err(|e| e.to_string())?;
                 Ok(c)
             })
@@ -107,12 +117,46 @@ impl LocalStack {
     }
 
     pub(crate) async fn connect_pg(&self) -> Result<tokio_postgres::Client, StackError> {
-        let (c, conn) = tokio_postgres::connect(&self.postgres_conn(), tokio_postgres::NoTls)
+        reference_historian::tls::pg_connect(&self.postgres_conn(), self.client_tls()?.as_ref(), |_| {})
             .await
-            .map_err(|e| pg_err("connect to database scalebench", e))?;
-        tokio::spawn(conn);
-        Ok(c)
+            .map_err(|e| pg_err("connect to database scalebench", e))
     }
+}
+
+/// PostgreSQL settings of a TLS-only stack: `ssl=on` with the stack's
+/// certificate, and a pg_hba of our own that takes TCP connections only over
+/// TLS (`hostssl`; the unix socket stays for local administration).
+/// PostgreSQL wants its key owned by the user it runs as, mode 0600: the
+/// certificate and key are copied into `pg/` for it.
+fn tls_settings(
+    t: &crate::StackTls,
+    p: &crate::StackPaths,
+    run_as: Option<RunAs>,
+) -> Result<Vec<(&'static str, String)>, StackError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let io = |what: String, e: std::io::Error| StackError::io(what, e, "choose a writable run directory");
+    let cert = p.pg_dir.join("server.pem");
+    let key = p.pg_dir.join("server.key");
+    let hba = p.pg_dir.join("pg_hba_tls.conf");
+    std::fs::copy(&t.cert, &cert)
+        .map_err(|e| io(format!("cannot copy {} to {}", t.cert.display(), cert.display()), e))?;
+    std::fs::copy(&t.key, &key).map_err(|e| io(format!("cannot copy {} to {}", t.key.display(), key.display()), e))?;
+    std::fs::write(&hba, "# written by local-stack: a TLS-only stack\nlocal all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n")
+        .map_err(|e| io(format!("cannot write {}", hba.display()), e))?;
+    for f in [&cert, &key, &hba] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io(format!("cannot set the mode of {}", f.display()), e))?;
+        if let Some(r) = run_as {
+            std::os::unix::fs::chown(f, Some(r.uid), Some(r.gid))
+                .map_err(|e| io(format!("cannot chown {} to postgres", f.display()), e))?;
+        }
+    }
+    Ok(vec![
+        ("ssl", "on".into()),
+        ("ssl_cert_file", cert.display().to_string()),
+        ("ssl_key_file", key.display().to_string()),
+        ("hba_file", hba.display().to_string()),
+    ])
 }
 
 pub(crate) fn pg_err(context: &str, source: tokio_postgres::Error) -> StackError {

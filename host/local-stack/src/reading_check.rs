@@ -21,6 +21,7 @@ impl LocalStack {
         let pg = self.connect_pg().await?;
         let mut mqtt_opts = rumqttc::MqttOptions::new(format!("scalebench-check-{nonce}"), HOST, self.opts.mqtt_port);
         mqtt_opts.set_clean_session(true).set_keep_alive(Duration::from_secs(10));
+        mqtt_opts.set_transport(reference_historian::tls::mqtt_transport(self.client_tls()?.as_ref()));
         let (client, mut eventloop) = rumqttc::AsyncClient::new(mqtt_opts, 16);
         let acks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let acks2 = acks.clone();

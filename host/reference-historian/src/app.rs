@@ -45,7 +45,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 macro_rules! log {
     ($level:literal, $($arg:tt)*) => {
@@ -117,6 +117,11 @@ struct Args {
     /// non-durable while the server stays durable). Repeatable.
     #[arg(long = "session-setting", value_name = "NAME=VALUE", value_parser = parse_session_setting)]
     session_settings: Vec<(String, String)>,
+    /// Connect to the broker and to PostgreSQL over TLS, verifying their
+    /// certificates against this CA (PEM). Give the PostgreSQL connection
+    /// string `sslmode=require` too.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// `NAME=VALUE` with NAME a plain PostgreSQL parameter name (letters, digits,
@@ -299,6 +304,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .set_manual_acks(true)
         .set_keep_alive(Duration::from_secs(30))
         .set_max_packet_size(16 * 1024 * 1024, 64 * 1024);
+    let tls = args.tls_ca.as_deref().map(crate::tls::client_config).transpose().map_err(anyhow::Error::msg)?;
+    opts.set_transport(crate::tls::mqtt_transport(tls.as_ref()));
     let (client, eventloop) = AsyncClient::new(opts, args.max_unacked.max(args.batch_max * 2));
 
     let (tx, rx) = mpsc::channel::<Item>(args.queue);
@@ -489,6 +496,7 @@ async fn writer(
         client: None,
         client_id: args.client_id.clone(),
         settings: args.session_settings.clone(),
+        tls: args.tls_ca.as_deref().map(crate::tls::client_config).transpose().map_err(anyhow::Error::msg)?,
     };
     db.ensure().await?;
     if let Some(path) = &args.ready_file {
@@ -573,6 +581,8 @@ struct Db {
     client_id: String,
     /// `--session-setting` pairs, applied after every connect.
     settings: Vec<(String, String)>,
+    /// `--tls-ca`: PostgreSQL over TLS.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// Why a connect did not give a usable ingest connection.
@@ -636,15 +646,12 @@ impl Db {
     /// durability in `ingest_session`.
     async fn connect_inner(&self) -> Result<Client, ConnectError> {
         let transient = ConnectError::Transient;
-        let (client, connection) = tokio_postgres::connect(&self.conn, NoTls)
-            .await
-            .with_context(|| format!("connect with {:?}", redact(&self.conn)))
-            .map_err(transient)?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                log!("warn", "postgres: connection ended: {}", pg_error(&e));
-            }
-        });
+        let client = crate::tls::pg_connect(&self.conn, self.tls.as_ref(), |e| {
+            log!("warn", "postgres: connection ended: {}", pg_error(&e));
+        })
+        .await
+        .with_context(|| format!("connect with {:?}", redact(&self.conn)))
+        .map_err(transient)?;
         for (name, value) in &self.settings {
             let sql = format!("SET {name} = {}", quote_literal(value));
             if let Err(e) = client.batch_execute(&sql).await {

@@ -14,6 +14,7 @@
 //! - [`Stats`]: the JSON it writes to `--stats-file`.
 
 pub mod app;
+pub mod tls;
 
 use chrono::{DateTime, Datelike, NaiveDateTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};

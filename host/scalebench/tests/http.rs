@@ -70,10 +70,14 @@ fn assert_clean_haxall_ladder(run: &Run) {
     assert_eq!(r["max_passing_points"], 2500);
 }
 
+/// Over HTTPS (`--tls`: the local Haystack server takes only TLS); the
+/// plain HTTP path is the SCRAM test's.
 #[test]
-fn a_haxall_ladder_without_auth_stores_what_was_acked() {
-    let run = run_haxall(&[], &[]);
+fn a_haxall_ladder_without_auth_over_https_stores_what_was_acked() {
+    let run = run_haxall(&["--tls"], &[]);
     assert_clean_haxall_ladder(&run);
+    let r = run.result();
+    assert!(r["tls"]["http:api"]["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
 }
 
 #[test]

@@ -298,9 +298,11 @@ fn nats_ladder(extra: &[&str]) -> Run {
     run_ladder(&args)
 }
 
+/// Over TLS (`--tls`: the node's client listener takes only `tls://`);
+/// the plain JetStream path is the three-node test's.
 #[test]
-fn a_clean_jetstream_ladder_on_one_node_passes_with_stored_equal_to_acked() {
-    let run = nats_ladder(&[]);
+fn a_clean_jetstream_ladder_on_one_node_over_tls_passes_with_stored_equal_to_acked() {
+    let run = nats_ladder(&["--tls"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let s = step0(&r);
@@ -310,6 +312,9 @@ fn a_clean_jetstream_ladder_on_one_node_passes_with_stored_equal_to_acked() {
     assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
     assert_eq!(s["lag"]["lost"], 0);
     assert_eq!(r["stack"], "local-nats");
+    let conf = std::fs::read_to_string(run.run_dir().join("nats/n0/nats.conf")).unwrap();
+    assert!(conf.contains("tls {") && conf.contains("cert_file"), "node config: {conf}");
+    assert!(stderr(&run.out).contains("TLS-only local NATS"), "{}", stderr(&run.out));
 }
 
 #[test]

@@ -292,3 +292,93 @@ fn haxall_over_https_with_scram_climbs_and_an_unknown_ca_is_refused_before_step_
     assert!(e.contains("not signed by a CA you trust") && e.contains("--tls-ca"), "{e}");
     assert_eq!(std::fs::read_dir(bad.path().join("results")).map(|d| d.count()).unwrap_or(0), 0, "{e}");
 }
+
+// ---- The built-in stacks with --tls ---------------------------------------
+
+/// The local stack's own TLS-only mode (what `run --stack local --tls`
+/// starts), with a CA the test makes: the historian and the one-reading
+/// check get through over TLS (start succeeds), while a plain connection to
+/// either server is turned away.
+#[test]
+fn a_tls_only_local_stack_serves_over_tls_and_turns_plain_clients_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "stack");
+    let server = ca.server(dir.path(), "server");
+    let rt = runtime();
+    let mut opts = local_stack::StackOptions::for_tests(dir.path().join("stack")).unwrap();
+    opts.tls = Some(local_stack::StackTls { ca: ca.pem.clone(), cert: server.cert.clone(), key: server.key.clone() });
+    opts.historian.bin = Some(bin());
+    opts.historian.leading_args = vec!["reference-historian".into()];
+    let stack =
+        rt.block_on(local_stack::LocalStack::start(opts)).expect("the TLS-only stack starts, its checks over TLS");
+    assert!(stack.postgres_conn().contains("sslmode=require"), "{}", stack.postgres_conn());
+
+    // PostgreSQL: a plain TCP connection is refused by its pg_hba.
+    let plain_pg = stack.postgres_conn().replace(" sslmode=require", "");
+    let refused = rt.block_on(tokio_postgres::connect(&plain_pg, tokio_postgres::NoTls)).err().expect("plain refused");
+    let text = format!("{refused:?}");
+    assert!(text.contains("no encryption") || text.contains("pg_hba"), "{text}");
+
+    // mosquitto: a plain MQTT CONNECT gets no CONNACK from a TLS listener.
+    use std::io::{Read as _, Write as _};
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", stack.mqtt_port())).unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(3))).unwrap();
+    // CONNECT, MQTT 3.1.1, clean session, keepalive 10 s, client id "p".
+    tcp.write_all(&[0x10, 13, 0, 4, b'M', b'Q', b'T', b'T', 4, 2, 0, 10, 0, 1, b'p']).unwrap();
+    let mut answer = [0u8; 4];
+    let got = tcp.read(&mut answer).unwrap_or(0);
+    assert!(!(got >= 2 && answer[0] == 0x20), "a plain client got a CONNACK from the TLS-only broker: {answer:?}");
+    stack.stop();
+}
+
+/// `run --stack local --tls`: a CA made for the run, every server of the
+/// stack TLS-only, and the ladder passes over it with the result saying
+/// what TLS negotiated. Without `--tls` the result has no `tls` entry.
+#[test]
+fn run_on_the_local_stack_with_tls_climbs_over_tls_and_records_it() {
+    let run = crate::ladder::run_ladder(&["--tls"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = crate::ladder::step0(&r);
+    assert_eq!(s["status"], "pass", "{}\n{}", s["reasons"], stderr(&run.out));
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    let mqtt = &r["tls"]["mqtt"];
+    assert!(mqtt["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
+    assert_eq!(mqtt["client_certificate"], false, "{}", r["tls"]);
+    let stack_dir = run.run_dir();
+    assert!(stack_dir.join("tls/ca.pem").is_file(), "the run's CA is kept with the run");
+    let conf = std::fs::read_to_string(stack_dir.join("mosquitto/mosquitto.conf")).unwrap();
+    assert_eq!(conf.matches("listener ").count(), 1, "{conf}");
+    assert!(conf.contains("certfile "), "{conf}");
+    let hba = std::fs::read_to_string(stack_dir.join("pg/pg_hba_tls.conf")).unwrap();
+    assert!(hba.lines().filter(|l| l.starts_with("host")).all(|l| l.starts_with("hostssl")), "{hba}");
+}
+
+/// `--tls` with a TLS set-up of one's own, or on a stack it does not
+/// build, is refused before anything starts, saying what to do.
+#[test]
+fn built_in_tls_is_refused_where_it_does_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "own");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--stack", "local", "--tls", "--tls-ca", s(&ca.pem)], "makes the local stack's CA"),
+        (&["--stack", "external", "--tls", "--mqtt-url", "mqtts://127.0.0.1:28883"], "--tls-ca for its CA"),
+        (&["--stack", "docker", "--tls"], "--stack local --tls"),
+    ];
+    for (args, says) in cases {
+        let out = Command::new(bin())
+            .args(["run", "--target", "baler", "--model", "plant-shaped", "--steps", "1k"])
+            .arg("--results-dir")
+            .arg(dir.path().join("results"))
+            .args(args)
+            .output()
+            .unwrap();
+        let e = stderr(&out);
+        assert!(!out.status.success() && e.contains(says), "{args:?}: {e}");
+        assert!(
+            !dir.path().join("results").exists()
+                || std::fs::read_dir(dir.path().join("results")).unwrap().next().is_none(),
+            "{args:?} wrote a result"
+        );
+    }
+}

@@ -28,7 +28,13 @@ pub use crate::error::usage;
 /// process's, before anything connects; a bad file or a bad mix of flags is
 /// a usage error naming it.
 pub fn install_access(a: &crate::cli::SutAccess) -> anyhow::Result<()> {
-    crate::tls::install(&a.tls_settings()).map_err(|e| usage(e.to_string()))?;
+    install_access_with(a, &a.tls_settings())
+}
+
+/// As [`install_access`], with these TLS settings instead of the flags'
+/// (`--tls`: the local stack's throwaway CA).
+pub fn install_access_with(a: &crate::cli::SutAccess, tls: &crate::tls::TlsSettings) -> anyhow::Result<()> {
+    crate::tls::install(tls).map_err(|e| usage(e.to_string()))?;
     let account = crate::transport::nats_access::account_from(
         a.nats_creds.as_ref(),
         a.nats_nkey.as_ref(),

@@ -147,7 +147,10 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
 }
 
 pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
-    super::install_access(&args.access)?;
+    crate::commands::stack_start::check_built_in_tls(&args)?;
+    if !args.stack.tls {
+        super::install_access(&args.access)?;
+    }
     let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let (plugins, ladder, live) = (&args.plugins, &args.ladder, &args.live);
     let steps = ladder.steps.clone().unwrap_or_else(|| default_steps(nproc));
@@ -180,6 +183,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let results_dir = args.output.results_dir.clone();
     std::fs::create_dir_all(&results_dir).with_context(|| format!("cannot create {}", results_dir.display()))?;
     let run_id = crate::results::fresh_run_id(&results_dir, "-ladder.json");
+    let built_in_tls = crate::commands::stack_start::built_in_tls(&args, &run_id)?;
 
     let cfg = LadderConfig {
         steps,
@@ -281,7 +285,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 }
             });
         }
-        let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(&args, &plan, &cfg.target, &run_id).await?;
+        let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(&args, &plan, &cfg.target, &run_id, built_in_tls.as_ref()).await?;
         let endpoints = stack.services();
         let services = Arc::new(StackServices::new(
             endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).map(|e| (e.name.clone(), e.address.clone())).collect(),

@@ -15,6 +15,7 @@ use crate::cli::{HistorianCalibration, RunArgs, StackKind};
 use crate::stack::docker::{DockerOptions, DockerStack};
 use crate::stack::external::External;
 use crate::stack::{Endpoint, ServiceKind, StackDriver};
+use crate::throwaway_ca::ThrowawayPki;
 
 use crate::error::usage;
 
@@ -158,11 +159,73 @@ pub fn docker_options(
     })
 }
 
+/// Where a stack scalebench starts keeps its files.
+pub fn run_dir(args: &RunArgs, run_id: &str) -> PathBuf {
+    args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")))
+}
+
+/// `--tls` is the local stack's: refused elsewhere, and beside the flags
+/// that describe a TLS set-up of one's own.
+pub fn check_built_in_tls(args: &RunArgs) -> anyhow::Result<()> {
+    if !args.stack.tls {
+        return Ok(());
+    }
+    match args.stack.kind {
+        StackKind::Local => {}
+        StackKind::External => {
+            return Err(usage(
+                "--tls runs the local stack TLS-only with a CA of its own; for a stack you run, give its URLs with TLS (mqtts://, tls://, https://, sslmode=require) and --tls-ca for its CA".into(),
+            ))
+        }
+        StackKind::Docker => {
+            return Err(usage(
+                "--tls is built for --stack local so far; the Docker stack's services run plain\nhint: use --stack local --tls, or run your own TLS stack and point --stack external at it".into(),
+            ))
+        }
+    }
+    let a = &args.access;
+    if a.tls_ca.is_some() || a.tls_cert.is_some() || a.tls_key.is_some() || a.tls_server_name.is_some() {
+        return Err(usage(
+            "--tls makes the local stack's CA and certificates itself; --tls-ca, --tls-cert, --tls-key and --tls-server-name are for a stack you run (--stack external)\nhint: drop those flags, or drop --tls".into(),
+        ));
+    }
+    if args.workers.workers.is_some() {
+        return Err(usage(
+            "--tls with workers is not built yet: the workers would need the run's throwaway CA\nhint: run the TLS ladder without workers".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `--tls`: the run's throwaway CA and certificates (in the run
+/// directory's `tls/`), installed as what every client of this run trusts.
+pub fn built_in_tls(args: &RunArgs, run_id: &str) -> anyhow::Result<Option<ThrowawayPki>> {
+    if !args.stack.tls {
+        return Ok(None);
+    }
+    let dir = run_dir(args, run_id).join("tls");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let pki = crate::throwaway_ca::make(&dir)?;
+    let trust = crate::tls::TlsSettings { ca: Some(pki.ca.clone()), ..Default::default() };
+    super::install_access_with(&args.access, &trust)?;
+    Ok(Some(pki))
+}
+
+fn stack_tls(pki: Option<&ThrowawayPki>) -> Option<local_stack::StackTls> {
+    pki.map(|p| local_stack::StackTls { ca: p.ca.clone(), cert: p.server_cert.clone(), key: p.server_key.clone() })
+}
+
 /// Start (or, for external, describe) the stack a run drives.
-pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> anyhow::Result<Box<dyn StackDriver>> {
+pub async fn start(
+    args: &RunArgs,
+    plan: &Plan,
+    target: &str,
+    run_id: &str,
+    tls: Option<&ThrowawayPki>,
+) -> anyhow::Result<Box<dyn StackDriver>> {
     let wants_nats = matches!(plan.transport, TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore);
-    let run_dir =
-        args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
+    let run_dir = run_dir(args, run_id);
+    let with_tls = if tls.is_some() { " TLS-only" } else { "" };
     let cal = &args.calibration;
     if args.stack.nats_sync_interval.is_some()
         && !(matches!(args.stack.kind, StackKind::Local | StackKind::Docker) && wants_nats)
@@ -175,14 +238,19 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
         StackKind::Local if wants_nats => {
             let mut opts = local_stack::nats::NatsOptions::new(&run_dir, args.stack.nodes as usize);
             opts.sync_interval = args.stack.nats_sync_interval.clone();
-            eprintln!("starting a local NATS JetStream stack of {} node(s) in {}", args.stack.nodes, run_dir.display());
+            opts.tls = stack_tls(tls);
+            eprintln!(
+                "starting a{with_tls} local NATS JetStream stack of {} node(s) in {}",
+                args.stack.nodes,
+                run_dir.display()
+            );
             Box::new(
                 tokio::task::block_in_place(|| local_stack::nats::NatsCluster::start(opts))
                     .context("cannot start the local NATS stack")?,
             )
         }
         StackKind::Local if matches!(plan.transport, TransportPlan::Http) => {
-            Box::new(start_haystack(args, plan, target, &run_dir)?)
+            Box::new(start_haystack(args, plan, target, &run_dir, tls)?)
         }
         StackKind::Local => {
             let mut so = StackOptions::new(&run_dir).with_base_port(args.stack.base_port);
@@ -201,8 +269,9 @@ pub async fn start(args: &RunArgs, plan: &Plan, target: &str, run_id: &str) -> a
                 so.historian.session_settings.push((k.trim().to_string(), v.trim().to_string()));
             }
             so.mosquitto_acl_file = cal.mosquitto_acl.clone();
+            so.tls = stack_tls(tls);
             eprintln!(
-                "starting the local stack in {} (mqtt {}, postgres {})",
+                "starting the{with_tls} local stack in {} (mqtt {}, postgres {})",
                 run_dir.display(),
                 so.mqtt_port,
                 so.pg_port
@@ -259,6 +328,7 @@ fn start_haystack(
     plan: &Plan,
     target: &str,
     run_dir: &Path,
+    tls: Option<&ThrowawayPki>,
 ) -> anyhow::Result<crate::stack::local::LocalHaystack> {
     let service = match &plan.storage {
         plugin_runtime::adapter_types::StoragePlan::Http(s) => s.clone(),
@@ -286,6 +356,7 @@ fn start_haystack(
         auth,
         extra_args: Vec::new(),
         ready_timeout: Duration::from_secs(30),
+        tls: stack_tls(tls),
     };
     eprintln!(
         "starting the local Haystack test server (not Haxall; docs/haystack-test-server.md) in {}",

@@ -40,7 +40,12 @@ impl StackDriver for LocalStack {
             Endpoint {
                 name: "broker".into(),
                 kind: ServiceKind::Mqtt,
-                address: format!("mqtt://{}:{}", self.mqtt_host(), self.mqtt_port()),
+                address: format!(
+                    "{}://{}:{}",
+                    if self.tls_ca().is_some() { "mqtts" } else { "mqtt" },
+                    self.mqtt_host(),
+                    self.mqtt_port()
+                ),
             },
             Endpoint { name: "postgres".into(), kind: ServiceKind::Postgres, address: self.postgres_conn() },
         ]
