@@ -337,6 +337,10 @@ pub struct HttpBenchArgs {
     /// Each arm runs this many times, alternating; medians are compared.
     #[arg(long, default_value_t = 3)]
     pub repeats: u32,
+    /// Also measure over TLS: the test server HTTPS-only (a throwaway CA),
+    /// both arms over TLS, beside the plain pass of the same invocation.
+    #[arg(long)]
+    pub tls: bool,
     #[command(flatten)]
     pub record: BenchRecordArgs,
 }
@@ -378,6 +382,10 @@ pub struct NatsBenchArgs {
     pub connections: u32,
     #[arg(long, default_value = "plant-shaped")]
     pub model: String,
+    /// Also measure over TLS: a second nats-server whose client listener
+    /// takes only TLS (a throwaway CA), both publishers over tls://.
+    #[arg(long)]
+    pub tls: bool,
     #[command(flatten)]
     pub record: BenchRecordArgs,
 }

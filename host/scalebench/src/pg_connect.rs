@@ -31,8 +31,47 @@ impl PgTarget {
         if !self.tls() {
             return self.config.connect(postgres::NoTls).map_err(|e| explain(&e));
         }
-        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(config_for(self.root_cert.as_ref())?);
-        self.config.connect(tls).map_err(|e| explain(&e))
+        let config = config_for(self.root_cert.as_ref())?;
+        let client = self
+            .config
+            .connect(tokio_postgres_rustls::MakeRustlsConnect::new(config.clone()))
+            .map_err(|e| explain(&e))?;
+        self.record_negotiated(config);
+        Ok(client)
+    }
+
+    /// Note what TLS this database negotiates (the result's `tls.postgres`):
+    /// the driver keeps its stream to itself, so one more handshake after
+    /// PostgreSQL's SSLRequest, with the same configuration, once a process.
+    fn record_negotiated(&self, config: rustls::ClientConfig) {
+        use std::io::{Read as _, Write as _};
+        if crate::tls::negotiated().contains_key("postgres") {
+            return;
+        }
+        let (Some(postgres::config::Host::Tcp(host)), Some(port)) =
+            (self.config.get_hosts().first(), self.config.get_ports().first())
+        else {
+            return;
+        };
+        let handshake = || -> std::io::Result<()> {
+            let mut tcp = std::net::TcpStream::connect((host.as_str(), *port))?;
+            tcp.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+            // SSLRequest: length 8, code 80877103.
+            tcp.write_all(&[0, 0, 0, 8, 4, 210, 22, 47])?;
+            let mut answer = [0u8; 1];
+            tcp.read_exact(&mut answer)?;
+            if answer[0] != b'S' {
+                return Ok(());
+            }
+            let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(std::io::Error::other)?;
+            let mut conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(std::io::Error::other)?;
+            while conn.is_handshaking() {
+                conn.complete_io(&mut tcp)?;
+            }
+            crate::tls::record("postgres", &conn);
+            Ok(())
+        };
+        let _ = handshake();
     }
 }
 

@@ -301,6 +301,35 @@ pub async fn preflight(service: &str, host: &str, port: u16, plain_scheme: &str)
     Ok(())
 }
 
+/// [`preflight`] for a NATS server: it speaks first (its INFO line, in
+/// the clear), then the client starts TLS; what that negotiates is recorded
+/// as `service`'s.
+pub async fn preflight_nats(service: &str, host: &str, port: u16) -> Result<(), String> {
+    use tokio::io::AsyncBufReadExt as _;
+    let within = std::time::Duration::from_secs(5);
+    let mut tcp = tokio::time::timeout(within, tokio::net::TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| format!("no TCP connection to {host}:{port} within 5 s"))?
+        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    let mut info = String::new();
+    {
+        let mut reader = tokio::io::BufReader::new(&mut tcp);
+        tokio::time::timeout(within, reader.read_line(&mut info))
+            .await
+            .map_err(|_| format!("{host}:{port} sent no INFO within 5 s: is it a NATS server?"))?
+            .map_err(|e| e.to_string())?;
+    }
+    if !info.starts_with("INFO ") {
+        return Err(format!("{host}:{port} did not greet as a NATS server does (INFO …)"));
+    }
+    let tls = tokio::time::timeout(std::time::Duration::from_secs(10), connect(tcp, host))
+        .await
+        .map_err(|_| format!("no TLS handshake with {host}:{port} within 10 s"))?
+        .map_err(|e| explain_handshake(&e, "nats://"))?;
+    record(service, tls.get_ref().1);
+    Ok(())
+}
+
 /// What a TLS connection negotiated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Negotiated {

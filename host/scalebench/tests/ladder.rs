@@ -315,6 +315,7 @@ fn a_clean_jetstream_ladder_on_one_node_over_tls_passes_with_stored_equal_to_ack
     let conf = std::fs::read_to_string(run.run_dir().join("nats/n0/nats.conf")).unwrap();
     assert!(conf.contains("tls {") && conf.contains("cert_file"), "node config: {conf}");
     assert!(stderr(&run.out).contains("TLS-only local NATS"), "{}", stderr(&run.out));
+    assert!(r["tls"]["nats"]["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
 }
 
 #[test]

@@ -108,6 +108,7 @@ fn mutual_tls_to_mosquitto_and_verified_tls_to_postgres_climb_and_the_result_say
     assert!(mqtt["protocol"].as_str().unwrap().starts_with("TLSv1."), "{}", r["tls"]);
     assert!(mqtt["cipher_suite"].as_str().unwrap().starts_with("TLS"), "{}", r["tls"]);
     assert_eq!(mqtt["client_certificate"], true, "{}", r["tls"]);
+    assert_eq!(r["tls"]["postgres"]["client_certificate"], true, "{}", r["tls"]);
 
     // Without sslmode, the TLS-only database refuses scalebench before step 1.
     let plain_dir = tempfile::tempdir().unwrap();
@@ -345,6 +346,7 @@ fn run_on_the_local_stack_with_tls_climbs_over_tls_and_records_it() {
     let mqtt = &r["tls"]["mqtt"];
     assert!(mqtt["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
     assert_eq!(mqtt["client_certificate"], false, "{}", r["tls"]);
+    assert!(r["tls"]["postgres"]["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
     let stack_dir = run.run_dir();
     assert!(stack_dir.join("tls/ca.pem").is_file(), "the run's CA is kept with the run");
     let conf = std::fs::read_to_string(stack_dir.join("mosquitto/mosquitto.conf")).unwrap();

@@ -641,9 +641,14 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
     let (points, interval) = (args.points, args.interval);
     let seconds = args.seconds.max(1.0);
     let dir = tempfile::tempdir()?;
-    let cluster = local_stack::nats::NatsCluster::start(local_stack::nats::NatsOptions::new(dir.path(), 1))?;
-    let url = cluster.client_urls().join(",");
-    eprintln!("bench nats: one local nats-server ({url}), file storage r=1, {seconds} s per arm");
+    // --tls: a second pass against a nats-server that takes only TLS.
+    let pki = if args.tls {
+        let pki = crate::throwaway_ca::make(dir.path())?;
+        crate::tls::install(&crate::tls::TlsSettings { ca: Some(pki.ca.clone()), ..Default::default() })?;
+        Some(pki)
+    } else {
+        None
+    };
 
     let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
@@ -669,17 +674,50 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
     let mut plugins = Some(Plugins { model: Box::new(model), adapter: Box::new(adapter) });
 
     let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let mut rows = Vec::new();
-    // Arms alternate, `repeats` times each; medians are reported, because
-    // one run on a 2-core box shared with the server varies by ~10 %.
-    for jetstream in [false, true] {
-        let label = if jetstream { "JetStream (file, r=1, acked)" } else { "core NATS (no acks)" };
-        let mut bare_rates = Vec::new();
-        let mut plain_rates = Vec::new();
-        let mut our_rates = Vec::new();
-        for _ in 0..args.repeats.max(1) {
-            let plain = |header: bool| {
-                tokio_rt.block_on(async {
+    let mut figures = Vec::new();
+    for tls in std::iter::once(None).chain(pki.as_ref().map(Some)) {
+        let over = if tls.is_some() { " over TLS" } else { "" };
+        let mut nopts =
+            local_stack::nats::NatsOptions::new(dir.path().join(if tls.is_some() { "tls" } else { "plain" }), 1);
+        nopts.tls = tls.map(|p| local_stack::StackTls {
+            ca: p.ca.clone(),
+            cert: p.server_cert.clone(),
+            key: p.server_key.clone(),
+        });
+        let cluster = local_stack::nats::NatsCluster::start(nopts)?;
+        let url = cluster.client_urls().join(",");
+        eprintln!("bench nats: one local nats-server ({url}), file storage r=1, {seconds} s per arm");
+        let mut rows = Vec::new();
+        // Arms alternate, `repeats` times each; medians are reported, because
+        // one run on a 2-core box shared with the server varies by ~10 %.
+        for jetstream in [false, true] {
+            let label = if jetstream { "JetStream (file, r=1, acked)" } else { "core NATS (no acks)" };
+            let label = format!("{label}{over}");
+            let mut bare_rates = Vec::new();
+            let mut plain_rates = Vec::new();
+            let mut our_rates = Vec::new();
+            for _ in 0..args.repeats.max(1) {
+                let plain = |header: bool| {
+                    tokio_rt.block_on(async {
+                        let client = crate::transport::nats::connect(&url).await?;
+                        crate::transport::nats::ensure_stream(
+                            &client,
+                            &jp.stream_name,
+                            jp.subjects.clone(),
+                            &jp.storage,
+                            1,
+                            0,
+                        )
+                        .await?;
+                        let r = plain_nats(&url, jetstream, seconds, &addresses, payload.clone(), 256, header).await;
+                        crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
+                        r.map(|(n, wall)| n as f64 / wall)
+                    })
+                };
+                bare_rates.push(plain(false)?);
+                let plain_rate = plain(true)?;
+
+                let (acked, wall) = tokio_rt.block_on(async {
                     let client = crate::transport::nats::connect(&url).await?;
                     crate::transport::nats::ensure_stream(
                         &client,
@@ -690,109 +728,97 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                         0,
                     )
                     .await?;
-                    let r = plain_nats(&url, jetstream, seconds, &addresses, payload.clone(), 256, header).await;
+                    let cfg = NatsConfig {
+                        urls: url.clone(),
+                        connections: args.connections,
+                        jetstream_window: if jetstream { Some(256) } else { None },
+                        channel_batches: 4,
+                    };
+                    let transport = NatsTransport::start(&cfg).await?;
+                    let senders = transport.senders();
+                    let live = Arc::new(ProducerLive::default());
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let spec = LoadSpec {
+                        points: points as u32,
+                        interval,
+                        seed: 1,
+                        duration: Duration::from_secs_f64(seconds + 5.0),
+                        sample_period_ms: period,
+                        first_canary_seq: 0,
+                        start_ms: None,
+                        share: loadgen::Share::All,
+                        canaries: true,
+                    };
+                    let mut p = plugins.take().unwrap();
+                    let addrs = addresses.clone();
+                    let (live2, stop2) = (live.clone(), stop.clone());
+                    let producer = std::thread::spawn(move || {
+                        let r = loadgen::produce(&mut p, &spec, &addrs, &senders, &live2, &stop2);
+                        (p, r)
+                    });
+                    // Measure a window that starts with the first reading (the
+                    // producer starts on a whole second) and lasts `seconds`, while
+                    // the producer still runs.
+                    wait_for_first_reading(&live).await;
+                    let (t0, acked0) = (Instant::now(), transport.live().readings_acked.load(Ordering::Relaxed));
+                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                    let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
+                    let wall = t0.elapsed().as_secs_f64();
+                    stop.store(true, Ordering::Relaxed);
+                    while !producer.is_finished() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    let (p, _) = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))?;
+                    plugins = Some(p);
+                    let _ = transport.finish(Duration::from_secs(5)).await;
                     crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
-                    r.map(|(n, wall)| n as f64 / wall)
-                })
-            };
-            bare_rates.push(plain(false)?);
-            let plain_rate = plain(true)?;
-
-            let (acked, wall) = tokio_rt.block_on(async {
-                let client = crate::transport::nats::connect(&url).await?;
-                crate::transport::nats::ensure_stream(&client, &jp.stream_name, jp.subjects.clone(), &jp.storage, 1, 0)
-                    .await?;
-                let cfg = NatsConfig {
-                    urls: url.clone(),
-                    connections: args.connections,
-                    jetstream_window: if jetstream { Some(256) } else { None },
-                    channel_batches: 4,
-                };
-                let transport = NatsTransport::start(&cfg).await?;
-                let senders = transport.senders();
-                let live = Arc::new(ProducerLive::default());
-                let stop = Arc::new(AtomicBool::new(false));
-                let spec = LoadSpec {
-                    points: points as u32,
-                    interval,
-                    seed: 1,
-                    duration: Duration::from_secs_f64(seconds + 5.0),
-                    sample_period_ms: period,
-                    first_canary_seq: 0,
-                    start_ms: None,
-                    share: loadgen::Share::All,
-                    canaries: true,
-                };
-                let mut p = plugins.take().unwrap();
-                let addrs = addresses.clone();
-                let (live2, stop2) = (live.clone(), stop.clone());
-                let producer = std::thread::spawn(move || {
-                    let r = loadgen::produce(&mut p, &spec, &addrs, &senders, &live2, &stop2);
-                    (p, r)
-                });
-                // Measure a window that starts with the first reading (the
-                // producer starts on a whole second) and lasts `seconds`, while
-                // the producer still runs.
-                wait_for_first_reading(&live).await;
-                let (t0, acked0) = (Instant::now(), transport.live().readings_acked.load(Ordering::Relaxed));
-                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-                let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
-                let wall = t0.elapsed().as_secs_f64();
-                stop.store(true, Ordering::Relaxed);
-                while !producer.is_finished() {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                let (p, _) = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))?;
-                plugins = Some(p);
-                let _ = transport.finish(Duration::from_secs(5)).await;
-                crate::transport::nats::delete_created_stream(&client, &jp.stream_name).await;
-                anyhow::Ok((acked, wall))
-            })?;
-            plain_rates.push(plain_rate);
-            our_rates.push(acked as f64 / wall);
+                    anyhow::Ok((acked, wall))
+                })?;
+                plain_rates.push(plain_rate);
+                our_rates.push(acked as f64 / wall);
+            }
+            let ratios: Vec<String> =
+                plain_rates.iter().zip(&our_rates).map(|(p, o)| format!("{:.2}", o / p.max(1.0))).collect();
+            eprintln!("  {label}: per-repeat ratios {}", ratios.join(", "));
+            rows.push((
+                label,
+                bench_record::median(bare_rates),
+                bench_record::median(plain_rates),
+                bench_record::median(our_rates),
+            ));
         }
-        let ratios: Vec<String> =
-            plain_rates.iter().zip(&our_rates).map(|(p, o)| format!("{:.2}", o / p.max(1.0))).collect();
-        eprintln!("  {label}: per-repeat ratios {}", ratios.join(", "));
-        rows.push((
-            label,
-            bench_record::median(bare_rates),
-            bench_record::median(plain_rates),
-            bench_record::median(our_rates),
-        ));
-    }
-    println!("NATS publish rates (medians of {} alternating repeats), one local nats-server, {seconds} s per arm, nproc {}, scalebench: {} points every {:?} over {} connection(s)", args.repeats.max(1), hardware::nproc(), group(points), interval, args.connections);
-    println!(
-        "{:<30} {:>14} {:>18} {:>12} {:>18} {:>7}",
-        "", "plain, no hdr/s", "plain, our hdr/s", "hdr cost", "scalebench paced/s", "ratio"
-    );
-    for (label, bare, plain, ours) in &rows {
+        println!("NATS publish rates (medians of {} alternating repeats), one local nats-server, {seconds} s per arm, nproc {}, scalebench: {} points every {:?} over {} connection(s)", args.repeats.max(1), hardware::nproc(), group(points), interval, args.connections);
         println!(
-            "{:<30} {:>14} {:>18} {:>11.0}% {:>18} {:>7.2}",
-            label,
-            group(*bare as u64),
-            group(*plain as u64),
-            (1.0 - plain / bare.max(1.0)) * 100.0,
-            group(*ours as u64),
-            ours / plain.max(1.0)
+            "{:<30} {:>14} {:>18} {:>12} {:>18} {:>7}",
+            "", "plain, no hdr/s", "plain, our hdr/s", "hdr cost", "scalebench paced/s", "ratio"
         );
-    }
-    println!("ratio = scalebench / the plain publisher sending the same messages (scalebench's one header included); hdr cost = what that header costs the server's rate.");
-    println!(
+        for (label, bare, plain, ours) in &rows {
+            println!(
+                "{:<30} {:>14} {:>18} {:>11.0}% {:>18} {:>7.2}",
+                label,
+                group(*bare as u64),
+                group(*plain as u64),
+                (1.0 - plain / bare.max(1.0)) * 100.0,
+                group(*ours as u64),
+                ours / plain.max(1.0)
+            );
+        }
+        println!("ratio = scalebench / the plain publisher sending the same messages (scalebench's one header included); hdr cost = what that header costs the server's rate.");
+        println!(
         "Goal: scalebench's JetStream rate >= 0.9 of the plain publisher's. Unique writes only: no fan-out is counted."
     );
-    cluster.stop();
-    let mut figures = Vec::new();
-    for (label, bare, plain, ours) in &rows {
-        figures.push(
-            Figure::new(label.to_string(), *ours, "msgs/s")
-                .vs("plain async-nats, the same messages (scalebench's header included)", *plain)
-                .ratio_goal(0.9),
-        );
-        figures.push(
-            Figure::new(format!("{label}: plain, with scalebench's header"), *plain, "msgs/s")
-                .vs("plain async-nats, no header", *bare),
-        );
+        cluster.stop();
+        for (label, bare, plain, ours) in &rows {
+            figures.push(
+                Figure::new(label.to_string(), *ours, "msgs/s")
+                    .vs("plain async-nats, the same messages (scalebench's header included)", *plain)
+                    .ratio_goal(0.9),
+            );
+            figures.push(
+                Figure::new(format!("{label}: plain, with scalebench's header"), *plain, "msgs/s")
+                    .vs("plain async-nats, no header", *bare),
+            );
+        }
     }
     bench_record::write(&args.record.record, "bench nats", figures)?;
     Ok(())

@@ -20,6 +20,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::cli::{HttpBenchArgs, PluginOptions};
 use crate::services::StackServices;
+use crate::throwaway_ca::ThrowawayPki;
 use crate::transport::http::{AdapterRules, HttpConfig, HttpTransport};
 use crate::transport::Transport as _;
 use crate::transport::{Carries, Message};
@@ -41,18 +42,20 @@ impl Drop for Server {
     }
 }
 
-fn start_server() -> anyhow::Result<Server> {
+/// The test server, HTTPS-only with `tls`'s server certificate.
+fn start_server(tls: Option<&ThrowawayPki>) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let ready = dir.path().join("ready");
     let port = crate::commands::stack_start::free_port(28_100)?;
-    let child = Command::new(std::env::current_exe()?)
-        .args(["haystack-testserver", "--bind", "127.0.0.1", "--port", &port.to_string(), "--ready-file"])
-        .arg(&ready)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("cannot start the Haystack test server")?;
-    let mut server = Server { child, url: format!("http://127.0.0.1:{port}"), _dir: dir };
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["haystack-testserver", "--bind", "127.0.0.1", "--port", &port.to_string(), "--ready-file"]).arg(&ready);
+    if let Some(p) = tls {
+        cmd.arg("--tls-cert").arg(&p.server_cert).arg("--tls-key").arg(&p.server_key);
+    }
+    let child =
+        cmd.stdout(Stdio::null()).stderr(Stdio::inherit()).spawn().context("cannot start the Haystack test server")?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut server = Server { child, url: format!("{scheme}://127.0.0.1:{port}"), _dir: dir };
     let deadline = Instant::now() + Duration::from_secs(20);
     while !ready.exists() {
         if let Some(status) = server.child.try_wait()? {
@@ -117,7 +120,15 @@ fn bodies(
     Ok((Bodies { topology, writes }, judge))
 }
 
-type Plain = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+/// The baseline client: hyper over the connector the transport uses
+/// (plain TCP for http://, rustls with the process's configuration for https://).
+type Plain = Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
+
+fn plain_client(url: &str, idle: usize) -> Plain {
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(idle)
+        .build(crate::tls::https_connector(url.starts_with("https://")))
+}
 
 async fn post(client: &Plain, url: &str, body: Bytes) -> anyhow::Result<u16> {
     let req = hyper::Request::post(url).header("Content-Type", "text/zinc; charset=utf-8").body(Full::new(body))?;
@@ -129,7 +140,7 @@ async fn post(client: &Plain, url: &str, body: Bytes) -> anyhow::Result<u16> {
 
 /// The baseline: `conns × window` tasks, each posting its share in turn.
 async fn plain_arm(url: &str, writes: &[(Arc<str>, Bytes, u32)], tasks: usize) -> anyhow::Result<(f64, u64)> {
-    let client: Plain = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(tasks).build_http();
+    let client = plain_client(url, tasks);
     let next = Arc::new(Mutex::new(0usize));
     let items: Arc<Vec<(String, Bytes)>> = Arc::new(
         writes
@@ -200,14 +211,39 @@ async fn scalebench_arm(
 }
 
 pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
+    // --tls: a second pass with the server HTTPS-only and both arms over TLS.
+    let pki_dir = tempfile::tempdir()?;
+    let pki = if args.tls {
+        let pki = crate::throwaway_ca::make(pki_dir.path())?;
+        let trust = crate::tls::TlsSettings { ca: Some(pki.ca.clone()), ..Default::default() };
+        crate::tls::install(&trust)?;
+        Some(pki)
+    } else {
+        None
+    };
+    let mut figures = measure(opts, &args, None)?;
+    if let Some(p) = &pki {
+        figures.extend(measure(opts, &args, Some(p))?);
+    }
+    crate::bench_record::write(&args.record.record, "bench http", figures)?;
+    Ok(())
+}
+
+/// Both arms against one server, plain or over TLS: the figure of this pass.
+fn measure(
+    opts: &PluginOptions,
+    args: &HttpBenchArgs,
+    tls: Option<&ThrowawayPki>,
+) -> anyhow::Result<Vec<crate::bench_record::Figure>> {
     let points = args.points as u32;
-    let server = start_server()?;
-    let (b, judge) = bodies(opts, &args, points, &server.url)?;
+    let server = start_server(tls)?;
+    let over = if tls.is_some() { " over TLS" } else { "" };
+    let (b, judge) = bodies(opts, args, points, &server.url)?;
     let tasks = (args.connections.max(1) * args.window.max(1)) as usize;
     let bytes: usize = b.writes.iter().map(|w| w.1.len()).sum();
     let readings: u64 = b.writes.iter().map(|w| w.2 as u64).sum();
     println!(
-        "bench http: {} hisWrite requests of {} readings ({} bytes on average), {} points, {} connections × {} in flight, Haystack test server at {}, nproc {}",
+        "bench http{over}: {} hisWrite requests of {} readings ({} bytes on average), {} points, {} connections × {} in flight, Haystack test server at {}, nproc {}",
         b.writes.len(),
         args.batch,
         bytes / b.writes.len().max(1),
@@ -219,7 +255,7 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
     );
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async {
-        let client: Plain = Client::builder(TokioExecutor::new()).build_http();
+        let client = plain_client(&server.url, 1);
         for (addr, body) in &b.topology {
             let path = addr.split_once(' ').map(|x| x.1).unwrap_or("/");
             let status = post(&client, &format!("{}{path}", server.url), body.clone()).await?;
@@ -244,11 +280,11 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
                 let c0 = cpu();
                 let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
                 let c1 = cpu();
-                let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, rules.clone()).await?;
+                let (s, counts) = scalebench_arm(&server.url, &b.writes, args, rules.clone()).await?;
                 ((p, ok, c1 - c0), (s, counts, cpu() - c1))
             } else {
                 let c0 = cpu();
-                let (s, counts) = scalebench_arm(&server.url, &b.writes, &args, rules.clone()).await?;
+                let (s, counts) = scalebench_arm(&server.url, &b.writes, args, rules.clone()).await?;
                 let c1 = cpu();
                 let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
                 ((p, ok, cpu() - c1), (s, counts, c1 - c0))
@@ -272,17 +308,16 @@ pub fn run(opts: &PluginOptions, args: HttpBenchArgs) -> anyhow::Result<()> {
         let per_request = readings as f64 / n;
         println!("| arm | requests/s | readings/s | acked (fewest of any repeat) | errors |");
         println!("|---|---|---|---|---|");
-        println!("| plain hyper | {p:.0} | {:.0} | {plain_ok} of {n} | - |", p * per_request);
+        println!("| plain hyper{over} | {p:.0} | {:.0} | {plain_ok} of {n} | - |", p * per_request);
         println!(
-            "| scalebench HTTP transport + judge | {s:.0} | {:.0} | {ours_acked} of {n} | {ours_errors} |",
+            "| scalebench HTTP transport + judge{over} | {s:.0} | {:.0} | {ours_acked} of {n} | {ours_errors} |",
             s * per_request
         );
         println!("per-repeat ratios (alternating): {}", ratios.join(", "));
         println!("scalebench / plain (medians of {} alternating repeats): {:.2}", args.repeats.max(1), s / p);
-        let figure = crate::bench_record::Figure::new("HTTP transport + judge", s, "requests/s")
-            .vs("plain hyper, same bodies and concurrency (median of alternating repeats)", p)
+        let figure = crate::bench_record::Figure::new(format!("HTTP transport + judge{over}"), s, "requests/s")
+            .vs(format!("plain hyper{over}, same bodies and concurrency (median of alternating repeats)"), p)
             .ratio_goal(0.9);
-        crate::bench_record::write(&args.record.record, "bench http", vec![figure])?;
-        Ok(())
+        Ok(vec![figure])
     })
 }

@@ -415,6 +415,16 @@ pub async fn carrier_for(
         }
         TransportPlan::NatsJetstream(jp) => {
             let ep = need(ServiceKind::Nats)?;
+            // What TLS negotiates, for the result (async-nats keeps its stream to itself).
+            if let Some(url) = ep.address.split(',').map(str::trim).find(|u| u.starts_with("tls://")) {
+                let rest = url.trim_start_matches("tls://");
+                let hostport = rest.rsplit_once('@').map_or(rest, |(_, h)| h).trim_end_matches('/');
+                if let Some((host, port)) = hostport.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse().ok()?))) {
+                    crate::tls::preflight_nats("nats", host, port)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("cannot reach the NATS server at {url} over TLS: {e}"))?;
+                }
+            }
             Box::new(nats::JetStreamCarrier::start(&ep.address, jp, opts.connections, !opts.worker).await?)
         }
         TransportPlan::NatsCore => {
