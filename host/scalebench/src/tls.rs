@@ -233,9 +233,17 @@ pub async fn connect(
     tcp: tokio::net::TcpStream,
     host: &str,
 ) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    connect_stream(tcp, host).await
+}
+
+/// [`connect`] over any byte stream (a socket wrapped to be measured).
+pub async fn connect_stream<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: S,
+    host: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<S>> {
     let c = client().map_err(std::io::Error::other)?;
     let name = server_name(host, "").map_err(std::io::Error::other)?;
-    tokio_rustls::TlsConnector::from(c.config.clone()).connect(name, tcp).await
+    tokio_rustls::TlsConnector::from(c.config.clone()).connect(name, stream).await
 }
 
 /// The HTTP connector of the ingest transport: `https://` with the

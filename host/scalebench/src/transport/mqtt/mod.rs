@@ -11,7 +11,7 @@
 //! 706 MB). A connection that drops is re-established; publishes that were
 //! in flight on it are never counted as acknowledged.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
+mod blocked;
 pub mod sys;
 pub mod wire;
 
@@ -39,10 +40,6 @@ async fn send(wr: &mut Writer, buf: &[u8]) -> std::io::Result<()> {
     wr.write_all(buf).await?;
     wr.flush().await
 }
-
-/// A socket write that takes longer than this was held back by the broker
-/// (its receive buffer full), not slowed by our own CPU.
-const WRITE_BLOCKED: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone)]
 pub struct MqttConfig {
@@ -108,21 +105,32 @@ pub enum MqttError {
     Tls { addr: String, detail: String },
 }
 
+/// An open connection: its two directions, and the nanoseconds its writes
+/// have found the socket full ([`blocked`]).
+struct Stream {
+    rd: Reader,
+    wr: Writer,
+    blocked_ns: Arc<AtomicU64>,
+}
+
 /// Open the TCP connection, and TLS over it for `mqtts://`.
-async fn open_stream(cfg: &MqttConfig, addr: &str) -> Result<(Reader, Writer), MqttError> {
+async fn open_stream(cfg: &MqttConfig, addr: &str) -> Result<Stream, MqttError> {
     let err = |detail: String| MqttError::Connect { addr: addr.to_string(), detail };
     let stream = TcpStream::connect((cfg.host.as_str(), cfg.port)).await.map_err(|e| err(e.to_string()))?;
     let _ = stream.set_nodelay(true);
+    let blocked_ns = Arc::new(AtomicU64::new(0));
     if !cfg.tls {
         let (rd, wr) = stream.into_split();
-        return Ok((Box::new(rd), Box::new(wr)));
+        let wr = blocked::BlockedTimer::new(wr, blocked_ns.clone());
+        return Ok(Stream { rd: Box::new(rd), wr: Box::new(wr), blocked_ns });
     }
-    let tls = crate::tls::connect(stream, &cfg.host)
+    let stream = blocked::BlockedTimer::new(stream, blocked_ns.clone());
+    let tls = crate::tls::connect_stream(stream, &cfg.host)
         .await
         .map_err(|e| MqttError::Tls { addr: addr.to_string(), detail: crate::tls::explain_handshake(&e, "mqtt://") })?;
     crate::tls::record("mqtt", tls.get_ref().1);
     let (rd, wr) = tokio::io::split(tls);
-    Ok((Box::new(rd), Box::new(wr)))
+    Ok(Stream { rd: Box::new(rd), wr: Box::new(wr), blocked_ns })
 }
 
 /// An I/O error of a TLS connection, in the user's words when it is a TLS failure.
@@ -134,7 +142,7 @@ fn tls_err(addr: &str, e: &std::io::Error) -> MqttError {
 }
 
 /// Open a connection and wait for CONNACK.
-async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(Reader, Writer, Vec<u8>), MqttError> {
+async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(Stream, Vec<u8>), MqttError> {
     let addr = format!("{}:{}", cfg.host, cfg.port);
     let err = |detail: String| MqttError::Connect { addr: addr.clone(), detail };
     // Before CONNACK, a plain connection that breaks may be talking to a TLS port.
@@ -146,7 +154,7 @@ async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(R
         }
     };
     let fut = async {
-        let (mut rd, mut wr) = open_stream(cfg, &addr).await?;
+        let Stream { mut rd, mut wr, blocked_ns } = open_stream(cfg, &addr).await?;
         let mut buf = Vec::new();
         wire::connect(
             &mut buf,
@@ -173,7 +181,7 @@ async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(R
             if let Some((packet, used)) = wire::decode(&acc).map_err(err)? {
                 acc.drain(..used);
                 return match packet {
-                    Incoming::ConnAck { return_code: 0 } => Ok((rd, wr, acc)),
+                    Incoming::ConnAck { return_code: 0 } => Ok((Stream { rd, wr, blocked_ns }, acc)),
                     Incoming::ConnAck { return_code } if cfg.version >= wire::V5 => Err(err(format!(
                         "the broker refused the connection: {} (0x{return_code:02x})",
                         wire::reason_name(return_code)
@@ -202,7 +210,7 @@ async fn open(cfg: &MqttConfig, client_id: &str, timeout: Duration) -> Result<(R
 
 /// Connect once and wait for CONNACK: a clear error before any ladder starts.
 pub async fn check_reachable(cfg: &MqttConfig, timeout: Duration) -> Result<(), MqttError> {
-    let (_, mut wr, _) = open(cfg, &format!("{}-check", cfg.client_id_prefix), timeout).await?;
+    let (Stream { mut wr, .. }, _) = open(cfg, &format!("{}-check", cfg.client_id_prefix), timeout).await?;
     let _ = send(&mut wr, &wire::DISCONNECT).await;
     Ok(())
 }
@@ -361,7 +369,7 @@ async fn run_connection(
     let mut pending: Option<Batch> = None;
     let mut input_closed = false;
     'reconnect: while !shutdown.load(Ordering::Relaxed) {
-        let (rd, mut wr, leftover) = match open(&cfg, &client_id, Duration::from_secs(5)).await {
+        let (Stream { rd, mut wr, blocked_ns }, leftover) = match open(&cfg, &client_id, Duration::from_secs(5)).await {
             Ok(c) => c,
             Err(e) => {
                 note_error(&counts, &live, e.to_string().lines().next().unwrap_or_default().to_string());
@@ -471,14 +479,14 @@ async fn run_connection(
                 }
             }
             if failed.is_none() && !buf.is_empty() {
-                let t = Instant::now();
+                let before = blocked_ns.load(Ordering::Relaxed);
                 if let Err(e) = send(&mut wr, &buf).await {
                     failed = Some(e.to_string());
                 }
-                // A write that waits is a socket the broker is not reading.
-                let took = t.elapsed();
-                if took > WRITE_BLOCKED {
-                    counts.lock().unwrap().held_back_s += took.as_secs_f64();
+                // A write that found the socket full: the broker is not reading.
+                let waited = blocked_ns.load(Ordering::Relaxed) - before;
+                if waited > 0 {
+                    counts.lock().unwrap().held_back_s += waited as f64 / 1e9;
                 }
                 buf.clear();
                 last_write = Instant::now();
