@@ -49,24 +49,25 @@ pub async fn pg_connect(
     on_end: impl FnOnce(tokio_postgres::Error) + Send + 'static,
 ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
     match tls {
-        Some(c) => {
-            let connector = tokio_postgres_rustls::MakeRustlsConnect::new((**c).clone());
-            let (client, connection) = tokio_postgres::connect(conn, connector).await?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    on_end(e);
-                }
-            });
-            Ok(client)
-        }
-        None => {
-            let (client, connection) = tokio_postgres::connect(conn, tokio_postgres::NoTls).await?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    on_end(e);
-                }
-            });
-            Ok(client)
-        }
+        Some(c) => drive(conn, tokio_postgres_rustls::MakeRustlsConnect::new((**c).clone()), on_end).await,
+        None => drive(conn, tokio_postgres::NoTls, on_end).await,
     }
+}
+
+async fn drive<T>(
+    conn: &str,
+    tls: T,
+    on_end: impl FnOnce(tokio_postgres::Error) + Send + 'static,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error>
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = tokio_postgres::connect(conn, tls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            on_end(e);
+        }
+    });
+    Ok(client)
 }

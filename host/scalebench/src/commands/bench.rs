@@ -260,18 +260,7 @@ fn generator_arm(
         let senders = transport.senders();
         let live = Arc::new(ProducerLive::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let spec = LoadSpec {
-            points: points as u32,
-            interval,
-            seed: 1,
-            // Longer than the window: the producer is stopped after it.
-            duration: Duration::from_secs_f64(seconds + 5.0),
-            sample_period_ms: period,
-            first_canary_seq: 0,
-            start_ms: None,
-            share: loadgen::Share::All,
-            canaries: true,
-        };
+        let spec = bench_spec(points, interval, seconds, period);
         let producer = {
             let (live, stop) = (live.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -333,6 +322,22 @@ fn generator_arm(
     arm.rss_bound_bytes = rss_before + queue_bound + RSS_ALLOWANCE;
     arm.offered = offered;
     Ok((arm, sample_payload))
+}
+
+/// The load of a benchmark arm: every point, seed 1, with canaries, for
+/// longer than the measured window (the producer is stopped after it).
+fn bench_spec(points: u64, interval: Duration, seconds: f64, period: u64) -> LoadSpec {
+    LoadSpec {
+        points: points as u32,
+        interval,
+        seed: 1,
+        duration: Duration::from_secs_f64(seconds + 5.0),
+        sample_period_ms: period,
+        first_canary_seq: 0,
+        start_ms: None,
+        share: loadgen::Share::All,
+        canaries: true,
+    }
 }
 
 /// The connections of an arm: as given, or one per 60,000 readings/s (1 to
@@ -738,17 +743,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
                     let senders = transport.senders();
                     let live = Arc::new(ProducerLive::default());
                     let stop = Arc::new(AtomicBool::new(false));
-                    let spec = LoadSpec {
-                        points: points as u32,
-                        interval,
-                        seed: 1,
-                        duration: Duration::from_secs_f64(seconds + 5.0),
-                        sample_period_ms: period,
-                        first_canary_seq: 0,
-                        start_ms: None,
-                        share: loadgen::Share::All,
-                        canaries: true,
-                    };
+                    let spec = bench_spec(points, interval, seconds, period);
                     let mut p = plugins.take().unwrap();
                     let addrs = addresses.clone();
                     let (live2, stop2) = (live.clone(), stop.clone());
