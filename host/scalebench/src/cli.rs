@@ -923,12 +923,16 @@ pub struct GenArgs {
     /// Samples per tag.
     #[arg(long, default_value_t = 1_000)]
     pub samples: u64,
-    /// First sample index.
-    #[arg(long, default_value_t = 0)]
-    pub first_sample: u64,
+    /// First sample index instead of --start-ms. Sample s is stamped
+    /// s × the model's sample period after the Unix epoch, as in a run.
+    #[arg(long, conflicts_with = "start_ms")]
+    pub first_sample: Option<u64>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Timestamp of sample 0, milliseconds since the Unix epoch (default 2026-01-01T00:00:00Z).
+    /// Start at the first sample at or after this instant, milliseconds since
+    /// the Unix epoch (default 2026-01-01T00:00:00Z). Sample s is stamped
+    /// s × the model's sample period after the epoch, as in a run, so the
+    /// same point at the same timestamp has the same value in both.
     #[arg(long, default_value_t = 1_767_225_600_000)]
     pub start_ms: i64,
     #[arg(long, value_enum, default_value_t = Format::Csv)]

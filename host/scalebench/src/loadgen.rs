@@ -200,6 +200,7 @@ pub fn produce(
     let slot_ms = slot_ms(spec.points, spec.interval);
     let slots_per_interval = interval_ms.div_ceil(slot_ms);
     let conns = senders.len().max(1) as u64;
+    let period = spec.sample_period_ms.max(1);
 
     let start_wall = now_ms();
     let start_ms = spec.start_ms.filter(|s| *s >= start_wall).unwrap_or_else(|| start_ms_after(start_wall));
@@ -231,7 +232,6 @@ pub fn produce(
         if interval_start_ms >= end_ms {
             break;
         }
-        let sample = (interval_start_ms as u64) / spec.sample_period_ms.max(1);
         for j in 0..slots_per_interval {
             if stop.load(Ordering::Relaxed) {
                 stopped_early = true;
@@ -266,11 +266,20 @@ pub fn produce(
             let last = (hi_off * n).div_ceil(interval_ms).min(n);
             let (first, last) = spec.share.range(first, last.max(first), k * slots_per_interval + j);
             if last > first {
-                let count = (last - first) as u32;
-                let values = plugins.model.sample(spec.seed, first as u32, count, sample)?;
                 let points: Vec<u32> = (first as u32..last as u32).collect();
                 let ts_ms: Vec<i64> =
                     (first..last).map(|p| interval_start_ms + ((p * interval_ms) / n) as i64).collect();
+                // Each reading carries the sample of its own timestamp
+                // (ts / sample period, as the contract and `gen` say): one
+                // model call per run of points inside one sample period.
+                let mut values = Vec::with_capacity(points.len());
+                let mut at = 0usize;
+                while at < points.len() {
+                    let sample = ts_ms[at] as u64 / period;
+                    let run = ts_ms[at..].iter().take_while(|t| **t as u64 / period == sample).count();
+                    values.extend(plugins.model.sample(spec.seed, points[at], run as u32, sample)?);
+                    at += run;
+                }
                 let readings = Readings { points, values, ts_ms };
                 let enc = plugins.adapter.encode(&readings)?;
                 check_encoded(plugins.adapter.name(), &enc, addresses.len(), readings.points.len())?;

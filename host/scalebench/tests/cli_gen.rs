@@ -95,3 +95,67 @@ fn plugins_list_and_inspect_describe_the_built_ins() {
     let out = scalebench(&["plugins", "inspect", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// A reader that stops early (`| head -1`) ends scalebench quietly: no
+/// panic, no backtrace, no "error:", and the pipeline's status is head's.
+#[test]
+fn a_closed_pipe_ends_printing_commands_quietly() {
+    let bin = bin();
+    for cmd in ["plugins inspect noise", "gen --tags 20000 --samples 50", "plugins list"] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("'{}' {cmd} | head -1", bin.display()))
+            .env("SCALEBENCH_CACHE_DIR", cache_dir())
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let e = stderr(&out);
+        assert!(out.status.success(), "{cmd}: {e}");
+        assert_eq!(out.stdout.iter().filter(|c| **c == b'\n').count(), 1, "{cmd}");
+        assert!(!e.contains("panicked") && !e.contains("Broken pipe") && !e.contains("error:"), "{cmd}: {e}");
+        // Deterministically: a stdout whose reader is gone before the first
+        // write ends with a SIGPIPE death's status, as `yes | head` gives.
+        let mut child = std::process::Command::new(&bin)
+            .args(cmd.split(' '))
+            .env("SCALEBENCH_CACHE_DIR", cache_dir())
+            .env("RUST_BACKTRACE", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(141), "{cmd}: {e}");
+        assert!(!e.contains("panicked") && !e.contains("Broken pipe") && !e.contains("error:"), "{cmd}: {e}");
+    }
+}
+
+/// Sample s is stamped s × the sample period after the epoch: the first
+/// sample written is the first at or after --start-ms, and --first-sample
+/// names one directly.
+#[test]
+fn gen_stamps_sample_s_at_s_periods_after_the_epoch() {
+    let rows = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec!["gen", "--model", "plant-shaped", "--tags", "2", "--samples", "2", "--format", "jsonl"];
+        all.extend_from_slice(args);
+        let out = scalebench(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out.stdout
+            .split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    };
+    // plant-shaped samples every second: 2026-01-01 is sample 1,767,225,600.
+    let by_default = rows(&[]);
+    assert_eq!(by_default[0]["ts_ms"], 1_767_225_600_000i64);
+    let named = rows(&["--first-sample", "1767225600"]);
+    assert_eq!(by_default, named);
+    // An instant between samples starts at the next one.
+    let next = rows(&["--start-ms", "1767225600001"]);
+    assert_eq!(next[0]["ts_ms"], 1_767_225_601_000i64);
+    assert_eq!(next[0], by_default[2], "the same point at the same instant has the same value");
+    let out = scalebench(&["gen", "--first-sample", "3", "--start-ms", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -197,3 +197,66 @@ fn watch_is_refused_where_it_means_nothing_or_names_nothing() {
     assert!(stderr(&out).contains("give SERVICE=pid:PID"), "{}", stderr(&out));
     assert!(!results.exists(), "a refused run writes nothing");
 }
+
+/// `gen` and a run agree on time: a reading the run put on the wire (as the
+/// historian stored it) for point p at ts carries the value `gen` gives
+/// point p at sample ts / sample period, and point 0 — sent at the start of
+/// its interval — has the very timestamp `gen` stamps on that sample.
+#[test]
+fn gen_and_a_run_carry_the_same_value_for_the_same_point_and_timestamp() {
+    // plant-shaped's sample period (readings go out every 5 s).
+    const PERIOD_MS: i64 = 1000;
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (stack, dir, _rt) = external_stack();
+    let out = external_run(&stack, &dir, &["--steps", "1k"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut pg = postgres::Client::connect(&stack.postgres_conn(), postgres::NoTls).unwrap();
+    let stored: Vec<(String, i64, f64)> = pg
+        .query("SELECT point, (extract(epoch FROM ts) * 1000)::int8, value FROM point_history", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    stack.stop();
+    assert!(stored.len() >= 1000, "{} readings stored", stored.len());
+
+    let mut by_sample: std::collections::BTreeMap<i64, Vec<&(String, i64, f64)>> = Default::default();
+    for r in &stored {
+        by_sample.entry(r.1.div_euclid(PERIOD_MS)).or_default().push(r);
+    }
+    let (mut compared, mut same_instant) = (0, 0);
+    for (sample, readings) in &by_sample {
+        let out = scalebench(&[
+            "gen",
+            "--model",
+            "plant-shaped",
+            "--tags",
+            "1000",
+            "--samples",
+            "1",
+            "--first-sample",
+            &sample.to_string(),
+            "--format",
+            "jsonl",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let gen: std::collections::HashMap<String, (i64, f64)> = out
+            .stdout
+            .split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_slice(l).unwrap();
+                (v["point"].as_str().unwrap().to_string(), (v["ts_ms"].as_i64().unwrap(), v["value"].as_f64().unwrap()))
+            })
+            .collect();
+        for (point, ts, value) in readings {
+            let Some((gen_ts, gen_value)) = gen.get(point) else { continue };
+            assert_eq!(*gen_ts, sample * PERIOD_MS);
+            assert_eq!(value, gen_value, "{point} at {ts}: the run sent {value}, gen gives {gen_value}");
+            compared += 1;
+            same_instant += usize::from(ts == gen_ts);
+        }
+    }
+    assert!(compared >= 1000, "only {compared} stored readings were points gen writes");
+    assert!(same_instant >= 1, "no reading at the instant gen stamps its sample");
+}

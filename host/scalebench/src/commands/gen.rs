@@ -52,6 +52,11 @@ pub fn run(opts: &PluginOptions, args: GenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The first sample written: as given, or the first at or after --start-ms.
+fn first_sample(args: &GenArgs, period_ms: i64) -> u64 {
+    args.first_sample.unwrap_or_else(|| (args.start_ms.max(0) as u64).div_ceil(period_ms.max(1) as u64))
+}
+
 fn temp_name(path: &Path) -> std::path::PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp{}", std::process::id()))
@@ -65,8 +70,10 @@ fn generate<W: Write>(
     out: W,
 ) -> anyhow::Result<()> {
     let mut w = ReadingWriter::new(out, args.format)?;
-    for s in args.first_sample..args.first_sample + args.samples {
-        let ts = args.start_ms + s as i64 * period_ms;
+    let first = first_sample(args, period_ms);
+    for s in first..first + args.samples {
+        // Sample s is at s × period after the epoch, as the ladder asks for it.
+        let ts = s as i64 * period_ms;
         let mut first = 0u32;
         while first < args.tags {
             let n = CHUNK.min(args.tags - first);
