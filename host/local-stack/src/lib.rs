@@ -318,8 +318,14 @@ const HOST: &str = "127.0.0.1";
 impl LocalStack {
     /// Guard, start every service, wait for readiness and run the
     /// one-reading check. On error, whatever was started is stopped.
-    pub async fn start(opts: StackOptions) -> Result<LocalStack, StackError> {
+    pub async fn start(mut opts: StackOptions) -> Result<LocalStack, StackError> {
         opts.validate()?;
+        // PostgreSQL resolves a relative socket directory from its own data
+        // directory: every path handed to a service is absolute.
+        opts.run_dir = std::path::absolute(&opts.run_dir).map_err(|e| StackError::InvalidOptions {
+            problem: format!("cannot resolve the run directory {}: {e}", opts.run_dir.display()),
+            hint: "give --run-dir as an absolute path".into(),
+        })?;
         guard::check_ports(&[(Service::Mosquitto, opts.mqtt_port), (Service::Postgres, opts.pg_port)])?;
         let historian_bin = match &opts.historian.bin {
             Some(p) if p.is_file() => p.clone(),

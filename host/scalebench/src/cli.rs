@@ -209,7 +209,7 @@ pub struct StackArgs {
     #[arg(long, value_name = "CPUS")]
     pub cpuset: Option<String>,
     /// Where the stack's env file goes (default: a directory under the temp dir).
-    #[arg(long)]
+    #[arg(long, value_parser = absolute_dir)]
     pub run_dir: Option<PathBuf>,
 }
 
@@ -452,7 +452,7 @@ pub struct PrefillArgs {
     #[arg(long, value_enum, default_value_t = StackKind::Local)]
     pub stack: StackKind,
     /// Local stack: its directory (required: the history lives there; pass the same --run-dir to `run`).
-    #[arg(long)]
+    #[arg(long, value_parser = absolute_dir)]
     pub run_dir: Option<PathBuf>,
     /// First port of the local stack (mqtt; postgres is the next).
     #[arg(long, default_value_t = 21883)]
@@ -645,7 +645,7 @@ pub struct StackChoice {
     #[arg(long, default_value_t = 21883)]
     pub base_port: u16,
     /// Where the local stack keeps its files (default: a new temp dir).
-    #[arg(long)]
+    #[arg(long, value_parser = absolute_dir)]
     pub run_dir: Option<PathBuf>,
     /// NATS stack scalebench starts (local or docker): nodes, 1 or 3
     /// (3 makes replicas = 3 real).
@@ -1089,4 +1089,15 @@ impl MqttVersion {
             MqttVersion::V5 => 5,
         }
     }
+}
+
+/// A directory given on the command line, made absolute against the working
+/// directory: services started in it (PostgreSQL above all) resolve
+/// relative paths from their own directories, and a run plan read elsewhere
+/// must mean the same place.
+fn absolute_dir(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("the directory is empty; give a path".into());
+    }
+    std::path::absolute(s).map_err(|e| format!("cannot resolve {s}: {e}"))
 }

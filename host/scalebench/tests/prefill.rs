@@ -381,3 +381,45 @@ fn prefill_names_a_target_without_history_sink() {
     assert!(e.contains("does not describe how to write history") && e.contains("hint:"), "{e}");
     assert!(!e.contains("PluginError") && !e.contains("anyhow"), "{e}");
 }
+
+/// The documented pair with a relative `--run-dir` (docs/storage.md): both
+/// commands mean the same directory under the working directory, and
+/// PostgreSQL — which resolves relative paths from its own data directory —
+/// starts in it (it failed to, with a relative socket directory, before).
+#[test]
+fn a_relative_run_dir_means_the_same_place_for_prefill_and_run() {
+    let one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cwd = tempfile::tempdir().unwrap();
+    let port = free_base_port().to_string();
+    let common = ["--target", "baler", "--model", "plant-shaped", "--run-dir", "runs/a", "--base-port", &port];
+    let out = Command::new(bin())
+        .arg("prefill")
+        .args(common)
+        .args(["--points", "100", "--days", "0.01", "--interval", "5s", "--results-dir", "results"])
+        .current_dir(cwd.path())
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "prefill: {}", stderr(&out));
+    assert!(cwd.path().join("runs/a/pg").is_dir(), "the stack lives under the working directory");
+    let stored = u(&take_report(&cwd.path().join("results"))["rows_total"]);
+    assert!(stored > 0);
+
+    let out = Command::new(bin())
+        .arg("run")
+        .args(common)
+        .args(["--steps", "100", "--warmup", "2s", "--soak", "10s", "--results-dir", "results"])
+        .current_dir(cwd.path())
+        .env("SCALEBENCH_CACHE_DIR", cache_dir())
+        .output()
+        .unwrap();
+    drop(one);
+    assert!(out.status.success(), "run: {}", stderr(&out));
+    let result = std::fs::read_dir(cwd.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-ladder.json"))
+        .expect("a ladder result");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    assert_eq!(r["steps"][0]["status"], "pass", "{}", r["steps"][0]);
+}
