@@ -407,7 +407,20 @@ async fn run_connection(
                 None if input_closed => None,
                 None => tokio::select! {
                     b = rx.recv() => { if b.is_none() { input_closed = true; } b }
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => { if shutdown.load(Ordering::Relaxed) { break None; } continue; }
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                        if shutdown.load(Ordering::Relaxed) { break None; }
+                        // An idle connection pings like any other (a
+                        // distributed run's coordinator carries nothing):
+                        // a broker drops a client silent for 1.5 × its
+                        // keep-alive, which read as a SUT fault.
+                        if last_write.elapsed() > ping_every {
+                            if send(&mut wr, &wire::PINGREQ).await.is_err() {
+                                break Some("write failed".into());
+                            }
+                            last_write = Instant::now();
+                        }
+                        continue;
+                    }
                 },
             };
             let Some(batch) = batch else {
@@ -599,5 +612,55 @@ async fn read_acks(
                 acc.extend_from_slice(&chunk[..n]);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection given nothing to send still pings within its keep-alive:
+    /// against a bare broker that answers CONNACK and records what arrives.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_connection_pings_within_its_keep_alive() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let broker = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut chunk = [0u8; 256];
+            let mut connacked = false;
+            let deadline = Instant::now() + Duration::from_secs(4);
+            while Instant::now() < deadline {
+                let n = match tokio::time::timeout(Duration::from_millis(200), s.read(&mut chunk)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) => break,
+                    Ok(Ok(n)) => n,
+                    Err(_) => continue,
+                };
+                seen.extend_from_slice(&chunk[..n]);
+                if !connacked && seen.first() == Some(&0x10) {
+                    s.write_all(&[0x20, 0x02, 0x00, 0x00]).await.unwrap();
+                    connacked = true;
+                    seen.clear();
+                }
+                if seen.windows(2).any(|w| w == wire::PINGREQ) {
+                    s.write_all(&[0xD0, 0x00]).await.unwrap();
+                    // The socket stays open until the transport is finished.
+                    return (Some(Instant::now()), s);
+                }
+            }
+            (None, s)
+        });
+        let mut cfg = MqttConfig::new("127.0.0.1", port);
+        cfg.keep_alive = Duration::from_secs(2);
+        cfg.connections = 1;
+        let started = Instant::now();
+        let transport = MqttTransport::start(&cfg);
+        let (pinged, socket) = broker.await.unwrap();
+        let counts = transport.finish(Duration::from_millis(100)).await;
+        drop(socket);
+        let at = pinged.expect("an idle connection never sent PINGREQ within 4 s (keep-alive 2 s)");
+        assert!(at - started < Duration::from_secs(2), "pinged after {:?}", at - started);
+        assert_eq!(counts.errors, 0, "{:?}", counts.error_samples);
     }
 }
