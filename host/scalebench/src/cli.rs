@@ -658,11 +658,12 @@ pub struct StackChoice {
     /// scripts/docker-images.sh builds with the one scripts/setup.sh installs).
     #[arg(long, value_name = "always|DURATION")]
     pub nats_sync_interval: Option<String>,
-    /// The local stack TLS-only: a CA made for this run (in the run
-    /// directory's tls/) signs the servers' certificate; mosquitto,
-    /// PostgreSQL, nats-server and the Haystack test server take only TLS,
-    /// and the historian and scalebench connect over TLS, verified. Run the
-    /// same ladder with and without it to see what TLS costs the ceiling.
+    /// The stack scalebench starts (local or docker) TLS-only: a CA made for
+    /// this run (in the run directory's tls/) signs the servers'
+    /// certificate; mosquitto, PostgreSQL, nats-server and the Haystack test
+    /// server take only TLS, and the historian and scalebench connect over
+    /// TLS, verified. Run the same ladder with and without it to see what
+    /// TLS costs the ceiling.
     #[arg(long)]
     pub tls: bool,
 }

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
 
-/// The files of a throwaway PKI.
+/// The files of a throwaway PKI, and its CA to issue more server
+/// certificates with (a Docker stack's services are named by their service
+/// names inside their network).
 #[derive(Debug, Clone)]
 pub struct ThrowawayPki {
     /// The CA certificate: what clients trust (`--tls-ca`).
@@ -16,6 +18,53 @@ pub struct ThrowawayPki {
     pub server_key: PathBuf,
     pub client_cert: PathBuf,
     pub client_key: PathBuf,
+    issuer: std::sync::Arc<Issuer>,
+}
+
+/// The CA's certificate and key, in memory only (never written).
+struct Issuer {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("throwaway CA")
+    }
+}
+
+/// A certificate and its key, PEM.
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+fn issue(names: Vec<String>, usage: ExtendedKeyUsagePurpose, issuer: &Issuer) -> Result<Issued, PkiError> {
+    let mut p = CertificateParams::new(names.clone())?;
+    p.distinguished_name.push(DnType::CommonName, names[0].clone());
+    p.extended_key_usages = vec![usage];
+    let key = KeyPair::generate()?;
+    let cert = p.signed_by(&key, &issuer.cert, &issuer.key)?;
+    Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+}
+
+impl ThrowawayPki {
+    /// A server certificate for `names` (and 127.0.0.1 and localhost),
+    /// signed by this CA; kept in memory for the caller to hand on.
+    pub fn server_for(&self, names: &[String]) -> Result<Issued, PkiError> {
+        let mut all = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        for n in names {
+            if !all.contains(n) {
+                all.push(n.clone());
+            }
+        }
+        issue(all, ExtendedKeyUsagePurpose::ServerAuth, &self.issuer)
+    }
+
+    /// The CA certificate, PEM.
+    pub fn ca_pem(&self) -> String {
+        self.issuer.cert.pem()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,33 +86,26 @@ pub fn make(dir: &Path) -> Result<ThrowawayPki, PkiError> {
         vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let ca_key = KeyPair::generate()?;
     let ca = ca_params.self_signed(&ca_key)?;
-    let issue = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| -> Result<(String, String), PkiError> {
-        let mut p = CertificateParams::new(names.clone())?;
-        p.distinguished_name.push(DnType::CommonName, names[0].clone());
-        p.extended_key_usages = vec![usage];
-        let key = KeyPair::generate()?;
-        let cert = p.signed_by(&key, &ca, &ca_key)?;
-        Ok((cert.pem(), key.serialize_pem()))
-    };
-    let (server_pem, server_key) =
-        issue(vec!["127.0.0.1".into(), "localhost".into()], ExtendedKeyUsagePurpose::ServerAuth)?;
-    let (client_pem, client_key) = issue(vec!["scalebench".into()], ExtendedKeyUsagePurpose::ClientAuth)?;
+    let issuer = Issuer { cert: ca, key: ca_key };
+    let server = issue(vec!["127.0.0.1".into(), "localhost".into()], ExtendedKeyUsagePurpose::ServerAuth, &issuer)?;
+    let client = issue(vec!["scalebench".into()], ExtendedKeyUsagePurpose::ClientAuth, &issuer)?;
     let pki = ThrowawayPki {
         ca: dir.join("ca.pem"),
         server_cert: dir.join("server.pem"),
         server_key: dir.join("server.key"),
         client_cert: dir.join("client.pem"),
         client_key: dir.join("client.key"),
+        issuer: std::sync::Arc::new(issuer),
     };
     let write = |p: &Path, text: &str| {
         std::fs::write(p, text).map_err(|source| PkiError::Write { dir: dir.display().to_string(), source })
     };
     std::fs::create_dir_all(dir).map_err(|source| PkiError::Write { dir: dir.display().to_string(), source })?;
-    write(&pki.ca, &ca.pem())?;
-    write(&pki.server_cert, &server_pem)?;
-    write(&pki.server_key, &server_key)?;
-    write(&pki.client_cert, &client_pem)?;
-    write(&pki.client_key, &client_key)?;
+    write(&pki.ca, &pki.ca_pem())?;
+    write(&pki.server_cert, &server.cert_pem)?;
+    write(&pki.server_key, &server.key_pem)?;
+    write(&pki.client_cert, &client.cert_pem)?;
+    write(&pki.client_key, &client.key_pem)?;
     Ok(pki)
 }
 

@@ -180,6 +180,51 @@ fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_d
     assert_eq!(s["containers"].as_object().unwrap().len(), 3);
 }
 
+/// `run --stack docker --tls`: every container of the historian's stack
+/// TLS-only with the run's CA, the historian inside the network over TLS
+/// to both its services (by their service names), and the ladder passes
+/// with the result saying what TLS negotiated.
+#[test]
+fn a_docker_stack_with_tls_climbs_over_tls_and_records_it() {
+    let run = docker_ladder(&["--soak", "8s", "--tls"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"]);
+    assert!(s["ingest"]["acked"].as_u64().unwrap() > 0, "{}", s["ingest"]);
+    for service in ["mqtt", "postgres"] {
+        let t = &r["tls"][service];
+        assert!(t["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{service}: {}", r["tls"]);
+    }
+    assert!(run.run_dir().join("tls/ca.pem").is_file(), "the run's CA is kept with the run");
+}
+
+/// A JetStream ladder on the Docker NATS stack with `--tls`: its client
+/// port takes only TLS, and the ladder climbs over tls://.
+#[test]
+fn a_docker_nats_stack_with_tls_climbs_over_tls() {
+    let run = docker_ladder(&["--target", "nats-jetstream", "--soak", "8s", "--tls"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    assert!(r["tls"]["nats"]["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
+}
+
+/// An HTTP target on the Docker stack with `--tls`: the Haystack test
+/// server's container speaks only HTTPS, and the haxall ladder climbs over it.
+#[test]
+fn a_docker_haystack_stack_with_tls_climbs_over_https() {
+    let run = docker_ladder(&["--target", "haxall", "--soak", "8s", "--tls"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    let t = r["tls"].as_object().unwrap_or_else(|| panic!("no tls entry: {r}"));
+    assert!(t.values().any(|n| n["protocol"].as_str().unwrap_or("").starts_with("TLSv1.")), "{}", r["tls"]);
+}
+
 // Every node of the Docker r=3 cluster SIGKILLed at one instant, as the
 // local crash tests do (tests/crash.rs, the same checks): the image runs the
 // nats-server scripts/setup.sh installed (2.15), so the sync interval can be

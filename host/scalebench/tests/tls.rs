@@ -363,9 +363,9 @@ fn built_in_tls_is_refused_where_it_does_not_apply() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "own");
     let cases: [(&[&str], &str); 3] = [
-        (&["--stack", "local", "--tls", "--tls-ca", s(&ca.pem)], "makes the local stack's CA"),
+        (&["--stack", "local", "--tls", "--tls-ca", s(&ca.pem)], "makes the stack's CA"),
+        (&["--stack", "docker", "--tls", "--tls-cert", s(&ca.pem)], "makes the stack's CA"),
         (&["--stack", "external", "--tls", "--mqtt-url", "mqtts://127.0.0.1:28883"], "--tls-ca for its CA"),
-        (&["--stack", "docker", "--tls"], "--stack local --tls"),
     ];
     for (args, says) in cases {
         let out = Command::new(bin())

@@ -50,6 +50,7 @@ fn options(
             checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
             ready_timeout: std::time::Duration::from_secs(90),
             nats_sync_interval: nats_sync_interval.map(str::to_string),
+            tls: None,
         },
         project,
     ))

@@ -156,6 +156,7 @@ pub fn docker_options(
         checkout_dir: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         ready_timeout: Duration::from_secs(90),
         nats_sync_interval: args.stack.nats_sync_interval.clone(),
+        tls: None,
     })
 }
 
@@ -164,29 +165,22 @@ pub fn run_dir(args: &RunArgs, run_id: &str) -> PathBuf {
     args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")))
 }
 
-/// `--tls` is the local stack's: refused elsewhere, and beside the flags
-/// that describe a TLS set-up of one's own.
+/// `--tls` is for the stacks scalebench starts (local and Docker): refused
+/// on an external one, and beside the flags that describe a TLS set-up of
+/// one's own.
 pub fn check_built_in_tls(args: &RunArgs) -> anyhow::Result<()> {
     if !args.stack.tls {
         return Ok(());
     }
-    match args.stack.kind {
-        StackKind::Local => {}
-        StackKind::External => {
-            return Err(usage(
-                "--tls runs the local stack TLS-only with a CA of its own; for a stack you run, give its URLs with TLS (mqtts://, tls://, https://, sslmode=require) and --tls-ca for its CA".into(),
-            ))
-        }
-        StackKind::Docker => {
-            return Err(usage(
-                "--tls is built for --stack local so far; the Docker stack's services run plain\nhint: use --stack local --tls, or run your own TLS stack and point --stack external at it".into(),
-            ))
-        }
+    if args.stack.kind == StackKind::External {
+        return Err(usage(
+            "--tls runs the stack scalebench starts (--stack local or docker) TLS-only with a CA of its own; for a stack you run, give its URLs with TLS (mqtts://, tls://, https://, sslmode=require) and --tls-ca for its CA".into(),
+        ));
     }
     let a = &args.access;
     if a.tls_ca.is_some() || a.tls_cert.is_some() || a.tls_key.is_some() || a.tls_server_name.is_some() {
         return Err(usage(
-            "--tls makes the local stack's CA and certificates itself; --tls-ca, --tls-cert, --tls-key and --tls-server-name are for a stack you run (--stack external)\nhint: drop those flags, or drop --tls".into(),
+            "--tls makes the stack's CA and certificates itself; --tls-ca, --tls-cert, --tls-key and --tls-server-name are for a stack you run (--stack external)\nhint: drop those flags, or drop --tls".into(),
         ));
     }
     if args.workers.workers.is_some() {
@@ -284,7 +278,8 @@ pub async fn start(
                 .map(|s| s.to_string_lossy().to_string())
                 .unwrap_or_else(|| "stack".into());
             let project = format!("scale-{stem}-{}", run_id.to_ascii_lowercase());
-            let opts = docker_options(args, plan, Some(project.clone()), run_dir.clone())?;
+            let mut opts = docker_options(args, plan, Some(project.clone()), run_dir.clone())?;
+            opts.tls = tls.cloned();
             Box::new(DockerStack::up(&opts, true).await?)
         }
         StackKind::External => {

@@ -74,6 +74,9 @@ pub struct DockerOptions {
     /// duration), which they take as `SCALE_NATS_SYNC` (the nats image's
     /// entrypoint writes it into a config file); None: the server's default.
     pub nats_sync_interval: Option<String>,
+    /// `--tls`: the run's throwaway CA, which makes every service TLS-only
+    /// ([`super::docker_tls`]).
+    pub tls: Option<crate::throwaway_ca::ThrowawayPki>,
 }
 
 struct Container {
@@ -100,6 +103,8 @@ pub struct DockerStack {
     /// (`nats-server --version` in their image) and `nats.sync_interval`.
     /// Empty for a stack without nats services.
     nats_settings: BTreeMap<String, String>,
+    /// `--tls`: what each container is given before it starts.
+    tls: Option<super::docker_tls::DockerTls>,
 }
 
 /// The project's nats services (label `scale.kind=nats`).
@@ -319,7 +324,7 @@ impl DockerStack {
             hint: "choose a writable run directory".into(),
         })?;
         let nproc = crate::hardware::nproc();
-        let project = compose::load(
+        let mut project = compose::load(
             &opts.compose_file,
             &opts.env,
             &env_file,
@@ -329,6 +334,7 @@ impl DockerStack {
             nproc,
         )?;
         compose::check(&project, &opts.checkout_dir, true)?;
+        let tls = opts.tls.as_ref().map(|pki| super::docker_tls::DockerTls::apply(pki, &mut project)).transpose()?;
         if let Some(sync) = &opts.nats_sync_interval {
             sync_reaches_every_nats_service(&project, sync)?;
         }
@@ -352,6 +358,7 @@ impl DockerStack {
             root_dir,
             remove_on_stop,
             nats_settings,
+            tls,
         };
         match stack.create_all(opts.ready_timeout).await {
             Ok(()) => Ok(stack),
@@ -391,6 +398,13 @@ impl DockerStack {
         }
         for s in ordered(&p) {
             let id = self.create_container(s).await?;
+            if let Some(tls) = &self.tls {
+                let options = bollard::query_parameters::UploadToContainerOptionsBuilder::new().path("/").build();
+                self.docker
+                    .upload_to_container(&id, Some(options), bollard::body_full(tls.archive(s).into()))
+                    .await
+                    .map_err(|e| api(format!("giving {} its TLS certificate", s.name), e, "check the Docker engine"))?;
+            }
             self.docker
                 .start_container(&id, None::<StartContainerOptions>)
                 .await
@@ -495,19 +509,24 @@ impl DockerStack {
                 open &= tokio::net::TcpStream::connect(("127.0.0.1", p.host_port)).await.is_ok();
             }
             if open {
-                // PostgreSQL accepts TCP before it accepts queries: ask it.
-                if s.labels.get("scale.kind").map(String::as_str) == Some("postgres") {
-                    if let Some(p) = s.ports.first() {
-                        let conn = format!(
-                            "host=127.0.0.1 port={} user=postgres dbname=scalebench connect_timeout=2",
-                            p.host_port
-                        );
+                // A published port accepts TCP (the engine's proxy) before
+                // the server behind it listens: ask the server itself.
+                let port = s.ports.first().map(|p| p.host_port);
+                match (s.labels.get("scale.kind").map(String::as_str), port) {
+                    // PostgreSQL accepts TCP before it accepts queries.
+                    (Some("postgres"), Some(port)) => {
+                        let conn = format!("{} connect_timeout=2", self.postgres_address(port));
                         if tokio_postgres_ready(&conn).await {
                             return Ok(());
                         }
                     }
-                } else {
-                    return Ok(());
+                    // nats-server speaks first, in the clear (TLS or not).
+                    (Some("nats"), Some(port)) => {
+                        if nats_greets(port).await {
+                            return Ok(());
+                        }
+                    }
+                    _ => return Ok(()),
                 }
             }
             if Instant::now() > deadline {
@@ -519,6 +538,14 @@ impl DockerStack {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The connection string of the project's PostgreSQL on `port`: over
+    /// TLS on a `--tls` stack (verified against the run's CA, which the
+    /// process trusts).
+    fn postgres_address(&self, port: u16) -> String {
+        let ssl = if self.tls.is_some() { " sslmode=require" } else { "" };
+        format!("host=127.0.0.1 port={port} user=postgres dbname=scalebench{ssl}")
     }
 
     /// Is the container's healthcheck passing? None: it has none.
@@ -699,6 +726,18 @@ pub async fn project_status(docker: &Docker, project: &str) -> Result<Vec<(Strin
         .collect())
 }
 
+/// A NATS server on 127.0.0.1:`port` sends its INFO line within a second.
+async fn nats_greets(port: u16) -> bool {
+    use tokio::io::AsyncBufReadExt as _;
+    let greet = async {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let mut line = String::new();
+        tokio::io::BufReader::new(tcp).read_line(&mut line).await.ok()?;
+        Some(line.starts_with("INFO "))
+    };
+    tokio::time::timeout(Duration::from_secs(1), greet).await.ok().flatten().unwrap_or(false)
+}
+
 async fn tokio_postgres_ready(conn: &str) -> bool {
     let conn = conn.to_string();
     tokio::task::spawn_blocking(move || {
@@ -767,6 +806,7 @@ impl StackDriver for DockerStack {
     }
 
     fn services(&self) -> Vec<Endpoint> {
+        let tls = |with: &'static str, without: &'static str| if self.tls.is_some() { with } else { without };
         let mut out: Vec<Endpoint> = Vec::new();
         for s in &self.project.services {
             let (Some(name), Some(kind)) = (s.labels.get("scale.service"), s.labels.get("scale.kind")) else {
@@ -774,13 +814,10 @@ impl StackDriver for DockerStack {
             };
             let Some(port) = s.ports.first() else { continue };
             let (kind, address) = match kind.as_str() {
-                "mqtt" => (ServiceKind::Mqtt, format!("mqtt://127.0.0.1:{}", port.host_port)),
-                "postgres" => (
-                    ServiceKind::Postgres,
-                    format!("host=127.0.0.1 port={} user=postgres dbname=scalebench", port.host_port),
-                ),
-                "nats" => (ServiceKind::Nats, format!("nats://127.0.0.1:{}", port.host_port)),
-                "http" => (ServiceKind::Http, format!("http://127.0.0.1:{}", port.host_port)),
+                "mqtt" => (ServiceKind::Mqtt, format!("{}://127.0.0.1:{}", tls("mqtts", "mqtt"), port.host_port)),
+                "postgres" => (ServiceKind::Postgres, self.postgres_address(port.host_port)),
+                "nats" => (ServiceKind::Nats, format!("{}://127.0.0.1:{}", tls("tls", "nats"), port.host_port)),
+                "http" => (ServiceKind::Http, format!("{}://127.0.0.1:{}", tls("https", "http"), port.host_port)),
                 _ => continue,
             };
             // Several nodes of one service: one endpoint, every URL.

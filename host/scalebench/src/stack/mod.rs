@@ -12,6 +12,7 @@
 
 pub mod compose;
 pub mod docker;
+pub mod docker_tls;
 pub mod external;
 pub mod local;
 pub mod watch;
