@@ -334,7 +334,12 @@ impl DockerStack {
             nproc,
         )?;
         compose::check(&project, &opts.checkout_dir, true)?;
-        let tls = opts.tls.as_ref().map(|pki| super::docker_tls::DockerTls::apply(pki, &mut project)).transpose()?;
+        let tls = opts
+            .tls
+            .as_ref()
+            .map(|pki| super::docker_tls::DockerTls::apply(pki, &mut project))
+            .transpose()
+            .map_err(|r| DockerError::Refused { problem: r.problem, hint: r.hint })?;
         if let Some(sync) = &opts.nats_sync_interval {
             sync_reaches_every_nats_service(&project, sync)?;
         }

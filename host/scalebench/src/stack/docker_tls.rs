@@ -12,8 +12,15 @@
 //! not know how to make TLS-only is refused before anything starts.
 
 use super::compose::{Project, ServiceSpec};
-use super::docker::DockerError;
 use crate::throwaway_ca::ThrowawayPki;
+
+/// A project `--tls` cannot make TLS-only: what and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{problem}\nhint: {hint}")]
+pub struct Refused {
+    pub problem: String,
+    pub hint: String,
+}
 
 /// Where the certificates are in every container.
 const DIR: &str = "/scale-tls";
@@ -55,9 +62,9 @@ impl DockerTls {
     /// Issue the project's server certificate, and make every service
     /// TLS-only (its command), or refuse the project naming the service
     /// that cannot be.
-    pub fn apply(pki: &ThrowawayPki, project: &mut Project) -> Result<DockerTls, DockerError> {
+    pub fn apply(pki: &ThrowawayPki, project: &mut Project) -> Result<DockerTls, Refused> {
         if let Some(s) = project.services.iter().find(|s| role(s).is_none()) {
-            return Err(DockerError::Refused {
+            return Err(Refused {
                 problem: format!(
                     "--tls: scalebench does not know how to make service `{}` (image {}) of {} TLS-only",
                     s.name,
@@ -68,9 +75,8 @@ impl DockerTls {
             });
         }
         let names: Vec<String> = project.services.iter().map(|s| s.name.clone()).collect();
-        let server = pki
-            .server_for(&names)
-            .map_err(|e| DockerError::Refused { problem: e.to_string(), hint: "report this".into() })?;
+        let server =
+            pki.server_for(&names).map_err(|e| Refused { problem: e.to_string(), hint: "report this".into() })?;
         for s in &mut project.services {
             let role = role(s).expect("checked above");
             let args = s.command.get_or_insert_with(Vec::new);
