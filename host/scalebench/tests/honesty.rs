@@ -398,6 +398,33 @@ fn with_mqtt_5_an_acl_denied_reading_is_refused_with_its_reason_code_not_acknowl
     assert_eq!(r["steps"].as_array().unwrap().len(), 0, "no step may be measured");
 }
 
+/// MQTT 5, inside a step: an ACL that lets scalebench's account write the
+/// canary (so the one-reading check passes) and nothing else. Every reading
+/// is refused per PUBACK with its reason code; the step fails saying so,
+/// and no reading is counted acknowledged.
+#[test]
+fn with_mqtt_5_a_step_whose_readings_the_acl_denies_fails_with_the_reason_code_and_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl");
+    std::fs::write(
+        &acl,
+        "topic readwrite fbf/#\ntopic read $SYS/#\nuser scalegen\ntopic write fbf/scale/canary/lag\ntopic read $SYS/#\n",
+    )
+    .unwrap();
+    let run = run_ladder(&["--mosquitto-acl", acl.to_str().unwrap(), "--mqtt-user", "scalegen", "--mqtt-version", "5"]);
+    let e = stderr(&run.out);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "fail", "{}\n{e}", s["reasons"]);
+    let reasons = s["reasons"].to_string();
+    assert!(reasons.contains("refused") && reasons.contains("not authorized (0x87)"), "{reasons}");
+    assert_eq!(s["ingest"]["acked"].as_u64(), Some(0), "a refused reading counted acknowledged: {}", s["ingest"]);
+    let offered = s["generator"]["offered"].as_u64().unwrap_or(0);
+    assert!(offered > 0, "{}", s["generator"]);
+    assert_eq!(s["generator"]["rejected"].as_u64(), Some(offered), "every offered reading refused: {}", s["generator"]);
+    assert_eq!(s["outcomes"]["refused"].as_u64(), Some(offered), "{}", s["outcomes"]);
+}
+
 #[test]
 fn an_external_stack_on_a_live_default_port_is_refused_unless_the_host_is_named() {
     let dir = tempfile::tempdir().unwrap();
