@@ -111,6 +111,25 @@ fn same_as_one_process(extra: &[&str], workers: usize) {
     }
 }
 
+/// A distributed step longer than three MQTT keep-alive periods (30 s):
+/// the coordinator's own connections carry nothing while the workers
+/// publish, and still ping, so the broker drops none of them and the step
+/// records no transport error (it did: mosquitto closed each idle one
+/// after 1.5 x keep-alive, which read as a SUT fault).
+#[test]
+fn a_distributed_step_longer_than_three_keep_alives_has_no_transport_error() {
+    let ws: Vec<HandWorker> = (0..2).map(|i| hand_worker(i, &[])).collect();
+    let list = urls(&ws);
+    let run = run_ladder(&["--steps", "1k", "--soak", "95s", "--probes", "none", "--workers", &list]);
+    let e = stderr(&run.out);
+    let r = run.result();
+    let s = step0(&r);
+    assert_eq!(s["status"], "pass", "{}\n{e}", reasons(s));
+    assert_eq!(s["generator"]["publish_errors"].as_u64(), Some(0), "{}\n{e}", s["generator"]);
+    assert!(!e.contains("connection closed by the broker"), "{e}");
+    assert_eq!(s["ingest"]["stored"], s["ingest"]["acked"], "{}", s["ingest"]);
+}
+
 #[test]
 fn jetstream_runs_distributed_as_in_one_process() {
     same_as_one_process(
