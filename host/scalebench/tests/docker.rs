@@ -200,15 +200,21 @@ fn a_docker_stack_with_tls_climbs_over_tls_and_records_it() {
     assert!(run.run_dir().join("tls/ca.pem").is_file(), "the run's CA is kept with the run");
 }
 
-/// A JetStream ladder on the Docker NATS stack with `--tls`: its client
-/// port takes only TLS, and the ladder climbs over tls://.
-#[test]
-fn a_docker_nats_stack_with_tls_climbs_over_tls() {
-    let run = docker_ladder(&["--target", "nats-jetstream", "--soak", "8s", "--tls"]);
+/// A `--tls` ladder of `target` on the Docker stack: it ran, and its step passed. The result.
+fn tls_ladder_passes(target: &str) -> serde_json::Value {
+    let run = docker_ladder(&["--target", target, "--soak", "8s", "--tls"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let s = step0(&r);
     assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    r
+}
+
+/// A JetStream ladder on the Docker NATS stack with `--tls`: its client
+/// port takes only TLS, and the ladder climbs over tls://.
+#[test]
+fn a_docker_nats_stack_with_tls_climbs_over_tls() {
+    let r = tls_ladder_passes("nats-jetstream");
     assert!(r["tls"]["nats"]["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
 }
 
@@ -216,11 +222,7 @@ fn a_docker_nats_stack_with_tls_climbs_over_tls() {
 /// server's container speaks only HTTPS, and the haxall ladder climbs over it.
 #[test]
 fn a_docker_haystack_stack_with_tls_climbs_over_https() {
-    let run = docker_ladder(&["--target", "haxall", "--soak", "8s", "--tls"]);
-    assert!(run.out.status.success(), "{}", stderr(&run.out));
-    let r = run.result();
-    let s = step0(&r);
-    assert_eq!(s["status"], "pass", "{}\n{}", reasons(s), stderr(&run.out));
+    let r = tls_ladder_passes("haxall");
     let t = r["tls"].as_object().unwrap_or_else(|| panic!("no tls entry: {r}"));
     assert!(t.values().any(|n| n["protocol"].as_str().unwrap_or("").starts_with("TLSv1.")), "{}", r["tls"]);
 }

@@ -150,12 +150,13 @@ fn tar_of(files: &[(String, &[u8], u32)]) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
     let mut dirs: Vec<String> = Vec::new();
     for (path, _, _) in files {
-        let rel = path.trim_start_matches('/');
-        let mut at = String::new();
-        for part in rel.split('/').collect::<Vec<_>>().iter().rev().skip(1).rev() {
-            at = if at.is_empty() { part.to_string() } else { format!("{at}/{part}") };
-            if !dirs.contains(&at) {
-                dirs.push(at.clone());
+        // Every ancestor directory, parents first.
+        let parents: Vec<&std::path::Path> =
+            std::path::Path::new(path.trim_start_matches('/')).ancestors().skip(1).collect();
+        for d in parents.into_iter().rev().filter(|d| !d.as_os_str().is_empty()) {
+            let d = d.display().to_string();
+            if !dirs.contains(&d) {
+                dirs.push(d);
             }
         }
     }
