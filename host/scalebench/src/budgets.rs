@@ -306,6 +306,16 @@ impl Budgets {
         Ok(Budgets { path: path.to_path_buf(), probes: BTreeMap::new(), sets: out, rules: StepRules::default() })
     }
 
+    /// The file a command uses: the one given, else `./budgets.json` when
+    /// present, else the built-in one.
+    pub fn resolve(given: Option<&Path>) -> anyhow::Result<Budgets> {
+        match given {
+            Some(p) => Budgets::load(p),
+            None if Path::new("budgets.json").exists() => Budgets::load(Path::new("budgets.json")),
+            None => Budgets::parse(include_str!("../../../budgets.json"), Path::new("built-in budgets.json")),
+        }
+    }
+
     /// The budgets of probe set `name`: its own in the `probe_sets` form,
     /// all of them in the flat form; None when the file has none for it.
     pub fn for_set(&self, name: &str) -> Option<Budgets> {

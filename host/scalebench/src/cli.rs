@@ -973,6 +973,48 @@ pub enum PluginsCommand {
     /// Print the plugin contract this scalebench speaks (wit/plugin.wit), to
     /// copy into an adapter built outside this repository.
     Wit,
+    /// Start a plugin of your own: writes a crate that builds where it is
+    /// written (`cargo build --release --target wasm32-wasip2`), with a README
+    /// of the next commands.
+    New {
+        /// What kind of plugin.
+        #[arg(value_enum)]
+        kind: crate::plugin_templates::TemplateKind,
+        /// The plugin's name: lowercase letters, digits and '-' (the crate's and the .wasm file's name).
+        name: String,
+        /// Where to write it (default: ./NAME). Must be missing or empty.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Test a plugin against the contract before a run: a model's determinism,
+    /// kinds and limits; a probe set's probes and budgets; an adapter's
+    /// batches, `judge` on a refusal, and a round trip (encode, send, count)
+    /// against a service. Prints what passed and what to fix; exits 1 on a failure.
+    Check(PluginsCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PluginsCheckArgs {
+    /// A path to a .wasm (or a built-in name).
+    pub plugin: String,
+    /// The plugin's params as JSON (default: the defaults its info() gives).
+    #[arg(long, value_name = "JSON")]
+    pub params: Option<String>,
+    /// An adapter's services to check against instead of the built-in local
+    /// stack: mqtt://HOST:PORT, postgresql://…, nats://HOST:PORT, or
+    /// NAME=http://HOST:PORT (a bare http:// URL is the service the plan counts with). Repeat for each.
+    #[arg(long, value_name = "URL")]
+    pub against: Vec<String>,
+    /// Skip the adapter's round trip (encode, send, count): only the checks that need no service.
+    #[arg(long)]
+    pub no_round_trip: bool,
+    /// First port of the local stack an adapter is checked against (without --against).
+    #[arg(long, default_value_t = 21883)]
+    pub base_port: u16,
+    /// The probe budgets to check a probe set's names against (default:
+    /// ./budgets.json if present, else the built-in file).
+    #[arg(long, value_name = "FILE")]
+    pub budgets: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -44,6 +44,8 @@ pub mod loadgen;
 pub mod output;
 pub mod per_second_latency;
 pub mod pg_connect;
+pub mod plugin_check;
+pub mod plugin_templates;
 pub mod points;
 pub mod prefill;
 pub mod probes;

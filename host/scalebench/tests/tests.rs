@@ -15,6 +15,7 @@ mod hostile_adapters;
 mod http;
 mod ladder;
 mod models;
+mod plugin_authors;
 mod plugin_faults;
 mod precision;
 mod prefill;

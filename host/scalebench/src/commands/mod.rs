@@ -12,6 +12,7 @@ pub mod gen;
 pub mod gen_bench;
 pub mod gen_compression;
 pub mod plugins;
+pub mod plugins_check;
 pub mod prefill;
 pub mod report;
 pub mod report_bench;

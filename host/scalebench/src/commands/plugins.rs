@@ -1,4 +1,4 @@
-//! `scalebench plugins list|inspect`.
+//! `scalebench plugins list|inspect|wit|new|check`.
 
 use plugin_runtime::{NoServices, Plugin, ProbeSet, TargetAdapter, ValueModel, World};
 use std::sync::Arc;
@@ -6,17 +6,21 @@ use std::sync::Arc;
 use crate::catalog;
 use crate::cli::{PluginOptions, PluginsArgs, PluginsCommand};
 
-/// The contract this binary was built with: what `plugins wit` prints.
-const CONTRACT: &str = include_str!("../../../../wit/plugin.wit");
+use crate::plugin_templates::{self, TemplateKind, CONTRACT};
 
 pub fn run(opts: &PluginOptions, args: PluginsArgs) -> anyhow::Result<()> {
-    if let PluginsCommand::Wit = args.command {
-        print!("{CONTRACT}");
-        return Ok(());
-    }
+    let command = match args.command {
+        PluginsCommand::Wit => {
+            print!("{CONTRACT}");
+            return Ok(());
+        }
+        PluginsCommand::New { kind, name, dir } => return new(kind, &name, dir),
+        PluginsCommand::Check(args) => return super::plugins_check::run(opts, args),
+        other => other,
+    };
     let rt = catalog::runtime(&opts.limits())?;
-    match args.command {
-        PluginsCommand::Wit => unreachable!("printed above"),
+    match command {
+        PluginsCommand::Wit | PluginsCommand::New { .. } | PluginsCommand::Check(_) => unreachable!("handled above"),
         PluginsCommand::List => {
             println!("{:<16} {:<15} {:<8} summary", "name", "kind", "version");
             for (name, _) in catalog::builtin() {
@@ -66,4 +70,25 @@ fn info(rt: &plugin_runtime::Runtime, p: &Plugin) -> anyhow::Result<plugin_runti
         World::ProbeSet => ProbeSet::instantiate(rt, p, Arc::new(NoServices))?.info,
         World::TargetAdapter => TargetAdapter::instantiate(rt, p, Arc::new(NoServices))?.info,
     })
+}
+
+/// `plugins new`: the project, then the next three commands.
+fn new(kind: TemplateKind, name: &str, dir: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let dir = dir.unwrap_or_else(|| std::path::PathBuf::from(name));
+    plugin_templates::write(kind, name, &dir).map_err(|e| super::usage(e.to_string()))?;
+    let wasm = format!("target/wasm32-wasip2/release/{}", plugin_templates::artifact(name));
+    let try_it = match kind {
+        TemplateKind::Model => format!("scalebench gen --model {wasm} --tags 10 --samples 3"),
+        TemplateKind::Probes => {
+            format!("scalebench run --target baler --probes {wasm} --budgets budgets.json --steps 1k --warmup 2s --soak 10s")
+        }
+        _ => format!("scalebench run --target {wasm} --steps 1k --warmup 2s --soak 10s"),
+    };
+    println!("wrote {} ({}, {name}); next:", dir.display(), kind.describe());
+    println!("  cd {}", dir.display());
+    println!("  cargo build --release --target wasm32-wasip2");
+    println!("  scalebench plugins check {wasm}");
+    println!("  {try_it}");
+    println!("docs/plugin-authoring.md of scalebench explains every call.");
+    Ok(())
 }

@@ -163,13 +163,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             "--watch is for --stack external: scalebench already watches the stacks it runs itself".into(),
         ));
     }
-    let budgets = match &plugins.budgets {
-        Some(p) => Budgets::load(p)?,
-        None if std::path::Path::new("budgets.json").exists() => Budgets::load(std::path::Path::new("budgets.json"))?,
-        None => {
-            Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("built-in budgets.json"))?
-        }
-    };
+    let budgets = Budgets::resolve(plugins.budgets.as_deref())?;
     // Without --probes the set follows the target's storage (below, once
     // its plan is known).
     let probes = match plugins.probes.as_deref() {

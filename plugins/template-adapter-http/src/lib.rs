@@ -1,24 +1,18 @@
-//! A minimal target adapter for a Haystack server (Haxall, SkySpark, the
-//! Haystack test server scalebench starts by itself): readings go in as Zinc
-//! `hisWrite`, and are counted back with `hisRead`. Copy this crate to write
-//! an adapter of your own; docs/plugin-authoring.md walks through it and
-//! explains every call.
-//!
-//! The wire, all standard Haystack HTTP ops under `<api-path>`:
-//! - topology: `commit` "add" of a site, its equips and their points
-//!   (ids `<id-prefix>.s<site>`, `<id-prefix>.s<site>.e<equip>`, `<id-prefix>.p<index>`);
-//! - readings: one `hisWrite` grid per point of a batch (`ts`, `val`);
-//! - the lag canary: `hisWrite` of its sequence number to `<id-prefix>.canary`;
-//! - counting: batch `hisRead` (JSON answer) of the run's points, by second;
-//! - an answer that is a Haystack error grid (sent with HTTP 200) is not an
-//!   acknowledgement (`judge`).
-//! No login: add SCRAM (see plugins/targets/haxall) for a server that asks.
+//! A target adapter for a Haystack server over HTTP (Haxall, SkySpark, the
+//! Haystack test server scalebench starts by itself), all standard ops under
+//! `<api-path>`: topology as `commit` "add" of sites, equips and points (ids
+//! `<id-prefix>.s<site>`, `<id-prefix>.s<site>.e<equip>`, `<id-prefix>.p<index>`);
+//! readings as one Zinc `hisWrite` grid per point of a batch; the lag canary
+//! as a `hisWrite` to `<id-prefix>.canary`; counting by batch `hisRead`. No
+//! login: add SCRAM (see scalebench's haxall adapter) for a server that asks.
+//! Rules of the target-adapter-http world: the adapter describes, the host
+//! posts and times; each instance (encoder, counter, canary, ingest) learns
+//! what it needs from its own calls; `judge` says whether a 2xx answer is an
+//! acknowledgement (a Haystack error grid sent with HTTP 200 is not); BTreeMap,
+//! never HashMap (its default hasher imports wasi:random, which the host refuses).
 
 mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "target-adapter-http-plugin",
-    });
+    wit_bindgen::generate!({ path: "wit", world: "target-adapter-http-plugin" });
 }
 
 use std::cell::RefCell;
@@ -26,9 +20,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use bindings::exports::scalebench::plugin::http_ingest::Guest as HttpIngest;
-use bindings::exports::scalebench::plugin::target_adapter::{EncodedBatch, Guest, Message, Plan, StoragePlan, TransportPlan};
+use bindings::exports::scalebench::plugin::target_adapter::{
+    EncodedBatch, Guest, Message, Plan, StoragePlan, TransportPlan,
+};
 use bindings::scalebench::plugin::http_client;
-use bindings::scalebench::plugin::types::{HttpRequest, HttpResponse, PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window};
+use bindings::scalebench::plugin::types::{
+    HttpRequest, HttpResponse, PerSecond, PluginInfo, PluginKind, Readings, Stat, TagInfo, Window,
+};
 
 /// Point ids per hisRead request when counting.
 const READ_BATCH: usize = 500;
@@ -84,9 +82,14 @@ fn call(p: &Params, op: &str, grid: String) -> Result<serde_json::Value, String>
         body: grid.into_bytes(),
     })?;
     if r.status != 200 {
-        return Err(format!("{op}: HTTP {}: {}", r.status, String::from_utf8_lossy(&r.body).chars().take(200).collect::<String>()));
+        return Err(format!(
+            "{op}: HTTP {}: {}",
+            r.status,
+            String::from_utf8_lossy(&r.body).chars().take(200).collect::<String>()
+        ));
     }
-    let v: serde_json::Value = serde_json::from_slice(&r.body).map_err(|e| format!("{op}: the answer is not a JSON grid: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&r.body).map_err(|e| format!("{op}: the answer is not a JSON grid: {e}"))?;
     if v["meta"].get("err").is_some() {
         return Err(format!("{op}: error grid: {}", v["meta"]["dis"]));
     }
@@ -201,16 +204,16 @@ fn his_read(p: &Params, ids: &[String], range: &str, mut each: impl FnMut(i64, O
 
 // ---- the adapter --------------------------------------------------------------
 
-struct Template;
+struct Adapter;
 
-impl Guest for Template {
+impl Guest for Adapter {
     fn info() -> PluginInfo {
         PluginInfo {
-            name: "template-adapter".into(),
+            name: "template-adapter-http".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             abi: "0.1.0".into(),
             kind: PluginKind::TargetAdapter,
-            summary: "a Haystack server over HTTP: commit topology, Zinc hisWrite, hisRead counting (template to copy)".into(),
+            summary: "a Haystack server over HTTP: commit topology, Zinc hisWrite, hisRead counting, error grids judged".into(),
             params_schema: r#"{"type":"object","additionalProperties":false,"properties":{"service":{"type":"string","default":"api"},"api-path":{"type":"string","default":"/api"},"id-prefix":{"type":"string","default":"sb"}}}"#.into(),
             default_params: r#"{"service":"api","api-path":"/api","id-prefix":"sb"}"#.into(),
         }
@@ -224,8 +227,16 @@ impl Guest for Template {
             return Err(format!("unknown param `{k}` (this adapter takes `service`, `api-path` and `id-prefix`)"));
         }
         let get = |k: &str, d: &str| obj.get(k).and_then(|s| s.as_str()).unwrap_or(d).to_string();
-        let p = Params { service: get("service", "api"), api_path: get("api-path", "/api").trim_end_matches('/').to_string(), id_prefix: get("id-prefix", "sb") };
-        let plan = Plan { transport: TransportPlan::Http, storage: StoragePlan::Http(p.service.clone()), services: vec![p.service.clone()] };
+        let p = Params {
+            service: get("service", "api"),
+            api_path: get("api-path", "/api").trim_end_matches('/').to_string(),
+            id_prefix: get("id-prefix", "sb"),
+        };
+        let plan = Plan {
+            transport: TransportPlan::Http,
+            storage: StoragePlan::Http(p.service.clone()),
+            services: vec![p.service.clone()],
+        };
         STATE.with(|s| s.borrow_mut().params = p);
         Ok(plan)
     }
@@ -260,7 +271,11 @@ impl Guest for Template {
                     new_sites += 1;
                 }
                 if s.equips.insert((t.site, t.equip)) {
-                    let _ = writeln!(equips, "@{prefix}.s{}.e{},\"equip {}\",M,@{prefix}.s{}", t.site, t.equip, t.equip, t.site);
+                    let _ = writeln!(
+                        equips,
+                        "@{prefix}.s{}.e{},\"equip {}\",M,@{prefix}.s{}",
+                        t.site, t.equip, t.equip, t.site
+                    );
                     new_equips += 1;
                 }
             }
@@ -276,7 +291,8 @@ impl Guest for Template {
                 for t in chunk {
                     let _ = write!(g, "@{prefix}.p{},", t.index);
                     zinc_str(&mut g, &format!("{} {}", t.label, t.index));
-                    let _ = writeln!(g, ",M,M,\"Number\",\"UTC\",@{prefix}.s{}.e{},@{prefix}.s{}", t.site, t.equip, t.site);
+                    let _ =
+                        writeln!(g, ",M,M,\"Number\",\"UTC\",@{prefix}.s{}.e{},@{prefix}.s{}", t.site, t.equip, t.site);
                 }
                 out.push(Message { address: commit.clone(), payload: g.into_bytes() });
             }
@@ -285,7 +301,8 @@ impl Guest for Template {
     }
 
     fn encode(batch: Readings) -> EncodedBatch {
-        let mut out = EncodedBatch { address_of: Vec::new(), ends: Vec::new(), payload: Vec::new(), carries: Vec::new() };
+        let mut out =
+            EncodedBatch { address_of: Vec::new(), ends: Vec::new(), payload: Vec::new(), carries: Vec::new() };
         // One plain hisWrite per point: its readings of this batch.
         let mut by_point: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, p) in batch.points.iter().enumerate() {
@@ -330,7 +347,11 @@ impl Guest for Template {
         if held["rows"][0].get("point").is_some_and(|v| !v.is_null()) {
             return Err(format!("the server already holds @{prefix}.canary of an earlier run: its readings would be taken for this run's canaries. Start from an empty server or set another `id-prefix`."));
         }
-        call(&p, "commit", format!("ver:\"3.0\" commit:\"add\"\nid,dis,site,tz\n@{prefix}.canarySite,\"canary site\",M,\"UTC\"\n"))?;
+        call(
+            &p,
+            "commit",
+            format!("ver:\"3.0\" commit:\"add\"\nid,dis,site,tz\n@{prefix}.canarySite,\"canary site\",M,\"UTC\"\n"),
+        )?;
         call(&p, "commit", format!("ver:\"3.0\" commit:\"add\"\nid,dis,point,his,kind,tz,siteRef\n@{prefix}.canary,\"lag canary\",M,M,\"Number\",\"UTC\",@{prefix}.canarySite\n"))?;
         Ok(())
     }
@@ -369,7 +390,7 @@ impl Guest for Template {
     }
 }
 
-impl HttpIngest for Template {
+impl HttpIngest for Adapter {
     fn headers(_address: String) -> Result<Vec<(String, String)>, String> {
         Ok(vec![("Content-Type".into(), "text/zinc; charset=utf-8".into()), ("Accept".into(), "text/zinc".into())])
     }
@@ -389,4 +410,4 @@ impl HttpIngest for Template {
     }
 }
 
-bindings::export!(Template with_types_in bindings);
+bindings::export!(Adapter with_types_in bindings);
