@@ -414,6 +414,14 @@ pub struct Ingest {
     /// Acknowledged readings that storage does not hold (sum over seconds of acked − stored).
     #[serde(default)]
     pub missing_acked: u64,
+    /// Readings the adapter counted stored beyond those acknowledged in the
+    /// same second of payload ts (summed over seconds; never part of
+    /// `stored`, which each second's acks cap). Only unacknowledged readings
+    /// the store kept (at most `outcomes.unknown`) or a count of one reading
+    /// more than once make them: `plugins check` fails an adapter whose
+    /// count exceeds what the unknown readings explain.
+    #[serde(default)]
+    pub stored_beyond_acked: u64,
     /// Rows the storage itself wrote per wall-clock second of soak (its own
     /// write counter, independent of timestamps); None when unmeasured.
     pub stored_rps: Option<f64>,

@@ -50,6 +50,9 @@ pub struct Sut {
     pub refuse_every: Option<u64>,
     /// Stored counts cannot be read (a metric hidden from scalebench).
     pub hide_stored: bool,
+    /// The count reports each stored reading this many times (an adapter
+    /// that double-counts); None or 1: once.
+    pub count_times: Option<u64>,
     /// The storage's write counter answers this late (a database busy
     /// under load can take seconds to count).
     pub slow_count: Option<Duration>,
@@ -288,7 +291,8 @@ impl StoredCount for FakeCount {
             }
             let from = window.start_ms.div_euclid(1000);
             let to = (window.end_ms + 999).div_euclid(1000);
-            Ok(self.0.store.lock().unwrap().by_second.range(from..to).map(|(s, n)| (*s, *n)).collect())
+            let times = self.0.count_times.unwrap_or(1);
+            Ok(self.0.store.lock().unwrap().by_second.range(from..to).map(|(s, n)| (*s, *n * times)).collect())
         })
     }
     fn rows_written(&self) -> BoxFuture<'_, Option<(f64, String)>> {

@@ -120,6 +120,7 @@ pub(super) async fn assemble(
             short_seconds: c.short,
             short_seconds_count: c.short_count,
             missing_acked: c.missing,
+            stored_beyond_acked: c.beyond,
             stored_rps: c.stored_rps,
             stored_rps_source: o.written_source.clone(),
             stored_rps_by_payload: c.stored_rps_by_payload,

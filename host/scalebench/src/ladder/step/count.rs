@@ -6,6 +6,7 @@ pub(super) struct Counted {
     pub(super) acked: u64,
     pub(super) stored: u64,
     pub(super) missing: u64,
+    pub(super) beyond: u64,
     pub(super) short: Vec<String>,
     pub(super) short_count: u64,
     pub(super) soak_s: f64,
@@ -166,6 +167,15 @@ pub(super) async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Dr
     // Per second of payload ts.
     let (mut acked, mut stored, mut missing, mut short_count) = (0u64, 0u64, 0u64, 0u64);
     let mut short = Vec::new();
+    // Counted stored beyond what was acknowledged in the same second: never
+    // "ok" (a second's acks cap it), but said, since only unacknowledged
+    // readings the store kept, or a count of one reading twice, make them.
+    let beyond: u64 = d
+        .stored_by_second
+        .iter()
+        .filter(|(sec, _)| **sec * 1000 >= r.start_ms && **sec * 1000 < r.end_ms)
+        .map(|(sec, s)| s.saturating_sub(d.counts.acked_by_second.get(sec).copied().unwrap_or(0)))
+        .sum();
     for (sec, a) in &d.counts.acked_by_second {
         let ms = sec * 1000;
         if ms < r.start_ms || ms >= r.end_ms {
@@ -218,6 +228,7 @@ pub(super) async fn count(env: &Env<'_>, _session: &Session, o: &Offered, d: &Dr
         acked,
         stored,
         missing,
+        beyond,
         short,
         short_count,
         soak_s,

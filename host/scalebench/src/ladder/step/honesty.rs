@@ -155,6 +155,20 @@ async fn a_stored_count_that_cannot_be_read_is_inconclusive_never_zero() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_of_each_reading_twice_is_never_stored_and_is_said_beyond_the_acks() {
+    let sut = Arc::new(Sut { count_times: Some(2), ..Sut::new() });
+    let step = run_step(sut.clone(), Setup::default()).await;
+    let i = &step.ingest;
+    assert!(i.acked > 0, "{}", show(&step));
+    // A second's acks cap what counts as stored: a double count hides no loss …
+    assert_eq!(i.stored, i.acked, "{}", show(&step));
+    // … and what it counted beyond them is said, exactly.
+    assert_eq!(i.stored_beyond_acked, i.acked, "{}", show(&step));
+    let once = run_step(Arc::new(Sut::new()), Setup::default()).await;
+    assert_eq!(once.ingest.stored_beyond_acked, 0, "{}", show(&once));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_broker_fails_the_step_naming_the_restart() {
     let sut = Arc::new(Sut::new());
     let kill = Fault { service: BROKER.into(), after: Duration::from_secs(2), kind: FaultKind::Kill };
