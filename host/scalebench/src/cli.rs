@@ -17,7 +17,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub type PointCounts = Vec<u64>;
 
 #[derive(Debug, Parser)]
-#[command(name = "scalebench", version, about = "How far one server goes for an IoT / time-series ingest system")]
+#[command(
+    name = "scalebench",
+    version,
+    about = "How far one server goes for an IoT / time-series ingest system",
+    after_help = "Exit status: 0 done; 1 an error; 2 bad input; 3 a CI gate failed (run --require-ceiling, compare --fail-on-regression); 130 interrupted (the steps measured so far are kept); 141 standard output closed."
+)]
 pub struct Cli {
     #[command(flatten)]
     pub plugin: PluginOptions,
@@ -152,6 +157,14 @@ pub struct CompareArgs {
     /// Where compare.md and the charts go (default: results/compare-<first run>-vs-<second run>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// CI gate: exit with status 3 when, against the first run, the ceiling
+    /// fell, or a step both ran had its stored/s fall or its ack p99 from
+    /// the intended send time rise by more than PCT percent (each breach listed).
+    #[arg(long, value_name = "PCT")]
+    pub fail_on_regression: Option<f64>,
+    /// Write the comparison as JUnit XML (one test case per compared figure).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -908,6 +921,14 @@ pub struct RunOutput {
     /// to <results-dir>/<run-id>-report.
     #[arg(long)]
     pub report: bool,
+    /// CI gate: exit with status 3 when the ceiling (highest passing step)
+    /// is below POINTS or the ladder ended inconclusive (the message says which).
+    #[arg(long, value_name = "POINTS", value_parser = parse_points)]
+    pub require_ceiling: Option<u64>,
+    /// Write the run as JUnit XML (one test case per step; with
+    /// --require-ceiling, one more for the gate), for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

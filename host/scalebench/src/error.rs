@@ -46,6 +46,19 @@ pub enum Error {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// The exit status of a failed CI gate (`--require-ceiling`,
+/// `--fail-on-regression`): 1 and 2 are errors and usage already.
+pub const EXIT_GATE: i32 = 3;
+
+/// A CI gate that did not hold: every breach, in the user's words (exit status 3).
+#[derive(Debug, thiserror::Error)]
+#[error("{what}:\n  - {}\nhint: {hint}", breaches.join("\n  - "))]
+pub struct GateFailed {
+    pub what: String,
+    pub breaches: Vec<String>,
+    pub hint: String,
+}
+
 /// The user pressed Ctrl-C (exit status 130).
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted; the steps measured so far are in the result file")]
@@ -75,6 +88,8 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
         2
     } else if err.downcast_ref::<Interrupted>().is_some() || err.downcast_ref::<PrefillInterrupted>().is_some() {
         130
+    } else if err.downcast_ref::<GateFailed>().is_some() {
+        EXIT_GATE
     } else {
         1
     }

@@ -35,6 +35,7 @@ pub mod distributed;
 pub mod error;
 pub mod format;
 pub mod future;
+pub mod gates;
 pub mod guard;
 pub mod hardware;
 pub mod ladder;

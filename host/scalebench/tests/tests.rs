@@ -2,6 +2,7 @@
 //! Modules by concern; each test talks to real things: real WebAssembly
 //! components built from plugins/ and tests/bad-plugins/, the real binary.
 
+mod ci_gates;
 mod cli_gen;
 mod common;
 mod crash;

@@ -21,7 +21,34 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     print!("{}", cmp.markdown());
     let written = cmp.write(&out)?;
     eprintln!("compare: {} and {} charts in {}", written[0].display(), written.len() - 1, out.display());
-    Ok(())
+    gate(&args, &runs)
+}
+
+/// `--junit` and `--fail-on-regression`: the comparison for CI.
+fn gate(args: &CompareArgs, runs: &[RunResult]) -> anyhow::Result<()> {
+    if let Some(pct) = args.fail_on_regression {
+        if !(pct.is_finite() && pct >= 0.0) {
+            return Err(
+                UsageError(format!("--fail-on-regression {pct}: give a percentage of 0 or more, e.g. 5")).into()
+            );
+        }
+    }
+    let pct = args.fail_on_regression.unwrap_or(f64::INFINITY);
+    let compared: Vec<_> = runs[1..].iter().map(|r| (r, crate::gates::regressions(&runs[0], r, pct))).collect();
+    if let Some(path) = &args.junit {
+        crate::gates::write_junit(&crate::gates::compare_junit(&runs[0], &compared), path)?;
+        eprintln!("junit: {}", path.display());
+    }
+    let breaches: Vec<String> = compared.iter().flat_map(|(_, c)| c.iter().filter_map(|c| c.breach.clone())).collect();
+    match (args.fail_on_regression, breaches.is_empty()) {
+        (Some(pct), false) => Err(crate::gates::GateFailed {
+            what: format!("--fail-on-regression {pct}: against {}", runs[0].run_id),
+            breaches,
+            hint: "the tables above show every figure; a step the first run did not have is not compared".into(),
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -51,5 +78,58 @@ mod tests {
         assert!(Comparison::new(&runs, None, true).is_ok());
         let same = vec![runs[1].clone(), runs[1].clone()];
         assert!(Comparison::new(&same, None, false).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod gates {
+    //! The CI gates' rules (`crate::gates`), on synthetic ladders.
+    use crate::gates::*;
+    use crate::results::{RunResult, Status};
+
+    fn ladder(steps: &[(u64, Status, f64, f64)]) -> RunResult {
+        let mut r =
+            crate::commands::report_bench::synthetic_ladder(&steps.iter().map(|s| s.0).collect::<Vec<_>>(), 60.0);
+        for (s, (_, status, stored, p99)) in r.steps.iter_mut().zip(steps) {
+            s.status = *status;
+            s.ingest.stored_rps = Some(*stored);
+            s.ack_latency.intended.p99_s = Some(*p99);
+            if *status != Status::Pass {
+                s.reasons = vec![format!("{status:?} for a reason")];
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn a_ceiling_below_the_requirement_or_an_inconclusive_end_breaches_it() {
+        let r = ladder(&[(1000, Status::Pass, 200.0, 0.01), (2500, Status::Fail, 400.0, 0.02)]);
+        assert_eq!(ceiling_breach(&r, 1000), None);
+        assert_eq!(ceiling_breach(&r, 2500).unwrap(), "the ceiling is 1,000 points, below the required 2,500");
+        let r = ladder(&[(1000, Status::Pass, 200.0, 0.01), (2500, Status::Inconclusive, 400.0, 0.02)]);
+        let b = ceiling_breach(&r, 1000).unwrap();
+        assert!(b.starts_with("the ladder ended inconclusive at 2,500 points: Inconclusive for a reason"), "{b}");
+        let r = ladder(&[(1000, Status::Fail, 200.0, 0.01)]);
+        assert_eq!(ceiling_breach(&r, 1000).unwrap(), "no step passed; 1,000 points were required");
+    }
+
+    #[test]
+    fn regressions_name_a_fallen_ceiling_fewer_stored_and_slower_acks_beyond_the_threshold() {
+        let base = ladder(&[(1000, Status::Pass, 200.0, 0.010), (2500, Status::Pass, 500.0, 0.020)]);
+        let mut same = base.clone();
+        same.run_id = "b".into();
+        same.steps[1].ingest.stored_rps = Some(480.0); // -4 %: inside 5 %
+        assert!(regressions(&base, &same, 5.0).iter().all(|c| c.breach.is_none()));
+        let mut worse = ladder(&[(1000, Status::Pass, 170.0, 0.013), (2500, Status::Fail, 500.0, 0.020)]);
+        worse.run_id = "b".into();
+        let breaches: Vec<String> = regressions(&base, &worse, 5.0).into_iter().filter_map(|c| c.breach).collect();
+        assert_eq!(
+            breaches,
+            vec![
+                "b: the ceiling fell from 2,500 to 1,000 points".to_string(),
+                "b, step 1,000 points: stored/s fell 15.0 % (200 → 170)".to_string(),
+                "b, step 1,000 points: ack p99 from the intended send time rose 30.0 % (10.0 ms → 13.0 ms)".to_string(),
+            ]
+        );
     }
 }

@@ -357,8 +357,25 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         if stop.load(Ordering::Relaxed) {
             return Err(crate::cli::Interrupted.into());
         }
-        Ok(())
+        gate(&args.output, &result)
     })
+}
+
+/// `--junit` and `--require-ceiling`: the run's verdicts for CI.
+fn gate(output: &crate::cli::RunOutput, result: &crate::results::RunResult) -> anyhow::Result<()> {
+    if let Some(path) = &output.junit {
+        crate::gates::write_junit(&crate::gates::run_junit(result, output.require_ceiling), path)?;
+        eprintln!("junit: {}", path.display());
+    }
+    match output.require_ceiling.and_then(|p| crate::gates::ceiling_breach(result, p)) {
+        None => Ok(()),
+        Some(breach) => Err(crate::gates::GateFailed {
+            what: "--require-ceiling".into(),
+            breaches: vec![breach],
+            hint: "the result file is written; see the table above for the reason each step stopped".into(),
+        }
+        .into()),
+    }
 }
 
 /// Where a distributed run's workers come from.
