@@ -21,6 +21,7 @@ mod validate;
 mod worlds;
 
 pub use bindings::types;
+pub use cache::wasm_sha256;
 pub use error::PluginError;
 pub use host::{HostServices, NoServices};
 pub use runtime::{Limits, Plugin, Runtime};

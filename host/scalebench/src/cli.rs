@@ -65,6 +65,12 @@ pub enum Command {
     Gen(GenArgs),
     /// List or inspect plugins.
     Plugins(PluginsArgs),
+    /// Run plans: `plan show [RUN FLAGS…]` prints the resolved plan of a
+    /// `run` command line (with --plan or --again) as TOML, without running it.
+    Plan {
+        #[command(subcommand)]
+        what: PlanCommand,
+    },
     /// Run the load ladder against a stack and report the ceiling.
     Run(Box<RunArgs>),
     /// Benchmarks that print figures (the generator's own ceiling).
@@ -564,6 +570,20 @@ pub struct RunArgs {
     pub access: SutAccess,
     #[command(flatten)]
     pub output: RunOutput,
+    /// Take the run's flags from a TOML file: every flag of this command is
+    /// a key (`steps = "1k,2.5k"`, `continue-on-fail = true`, `service =
+    /// ["api=http://…"]`); flags given here replace the file's.
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "again")]
+    pub plan: Option<PathBuf>,
+    /// Run the plan a result recorded again (results/<run-id>-ladder.json):
+    /// same target, model, params, probes, steps, durations, seed, stack and
+    /// faults; a plugin file changed since is refused by name. Flags given
+    /// here replace the recorded ones.
+    #[arg(long, value_name = "RESULT")]
+    pub again: Option<PathBuf>,
+    /// The resolved plan (set after parsing; recorded in the result).
+    #[arg(skip)]
+    pub resolved_plan: std::collections::BTreeMap<String, crate::results::PlanValue>,
 }
 
 /// Which plugins a run loads, their params, and the probe budgets.
@@ -1036,6 +1056,17 @@ pub struct PluginsCheckArgs {
     /// ./budgets.json if present, else the built-in file).
     #[arg(long, value_name = "FILE")]
     pub budgets: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Print the resolved plan of `scalebench run ARGS…` as TOML (what
+    /// `--plan` reads and every result records).
+    Show {
+        /// The `run` flags, as you would give them to `scalebench run`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -53,6 +53,7 @@ pub mod probes;
 pub mod progress;
 pub mod report;
 pub mod results;
+pub mod run_plan;
 pub mod serde_words;
 pub mod services;
 pub mod stack;
@@ -68,11 +69,35 @@ pub mod verdict;
 
 use cli::{Cli, Command};
 
+/// Parse a command line, with a `run --plan` or `run --again` expanded
+/// into its flags and the run's resolved plan attached. A clap error (bad
+/// flag, `--help`) comes back as clap's, to print and exit with as clap does.
+pub fn parse(argv: Vec<std::ffi::OsString>) -> Result<Cli, ParseError> {
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Cli::command();
+    let argv = run_plan::expand(argv, &command).map_err(ParseError::Plan)?;
+    let matches = command.clone().try_get_matches_from(argv).map_err(ParseError::Clap)?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(ParseError::Clap)?;
+    if let (Command::Run(args), Some(m)) = (&mut cli.command, matches.subcommand_matches("run")) {
+        args.resolved_plan = run_plan::resolved(m, &command);
+    }
+    Ok(cli)
+}
+
+/// Why a command line did not parse.
+pub enum ParseError {
+    /// clap's own: usage, `--help`, `--version`.
+    Clap(clap::Error),
+    /// A plan that cannot be read or names a flag that does not exist.
+    Plan(error::UsageError),
+}
+
 /// Run one command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Gen(args) => commands::gen::run(&cli.plugin, args),
         Command::Plugins(args) => commands::plugins::run(&cli.plugin, args),
+        Command::Plan { what: cli::PlanCommand::Show { args } } => commands::plan::show(args),
         Command::Run(args) => commands::run::run(&cli.plugin, *args),
         Command::Bench { what: cli::BenchCommand::Generator(args) } => commands::bench::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),

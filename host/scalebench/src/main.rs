@@ -24,7 +24,14 @@ fn main() {
         }
         default_hook(info)
     }));
-    let cli = <scalebench::cli::Cli as clap::Parser>::parse();
+    let cli = match scalebench::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(scalebench::ParseError::Clap(e)) => e.exit(),
+        Err(scalebench::ParseError::Plan(e)) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
     if let Err(err) = scalebench::run(cli) {
         // An error from writing to a closed stdout (gen's buffered writer) is
         // the same quiet end; a broken pipe to a SUT is reported as ever.

@@ -51,6 +51,19 @@ pub struct RunResult {
     /// whether a client certificate was presented. Empty: no TLS.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tls: BTreeMap<String, crate::tls::Negotiated>,
+    /// The resolved plan: every `run` flag's value (given, from `--plan` or
+    /// `--again`, or default), by long name; `run --again` runs it again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plan: BTreeMap<String, PlanValue>,
+}
+
+/// One flag's value in a plan: a switch, a value, or a repeated flag's values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PlanValue {
+    Flag(bool),
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

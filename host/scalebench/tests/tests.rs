@@ -16,6 +16,7 @@ mod hostile_adapters;
 mod http;
 mod ladder;
 mod models;
+mod plans;
 mod plugin_authors;
 mod plugin_faults;
 mod precision;

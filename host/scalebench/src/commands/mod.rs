@@ -11,6 +11,7 @@ pub mod deploy;
 pub mod gen;
 pub mod gen_bench;
 pub mod gen_compression;
+pub mod plan;
 pub mod plugins;
 pub mod plugins_check;
 pub mod prefill;

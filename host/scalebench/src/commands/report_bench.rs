@@ -213,6 +213,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
         prefill: None,
         floor: None,
         tls: Default::default(),
+        plan: Default::default(),
     }
 }
 

@@ -205,6 +205,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         results_dir,
         run_id: run_id.clone(),
         command_line: std::env::args().collect(),
+        plan: args.resolved_plan.clone(),
         min_disk_free_bytes: (ladder.min_disk_free_gb * 1e9) as u64,
         repo_dir,
         faults: faults(&args)?,

@@ -158,6 +158,7 @@ mod tests {
             prefill: None,
             floor: None,
             tls: Default::default(),
+            plan: Default::default(),
             steps: vec![
                 step(
                     1000,

@@ -68,6 +68,8 @@ pub struct LadderConfig {
     pub results_dir: PathBuf,
     pub run_id: String,
     pub command_line: Vec<String>,
+    /// The resolved plan the result records (`run --again` runs it again).
+    pub plan: std::collections::BTreeMap<String, crate::results::PlanValue>,
     pub min_disk_free_bytes: u64,
     pub repo_dir: PathBuf,
     pub faults: Vec<Fault>,

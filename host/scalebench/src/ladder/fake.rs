@@ -479,6 +479,7 @@ fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
         results_dir: results_dir.to_path_buf(),
         run_id: "fake".into(),
         command_line: Vec::new(),
+        plan: Default::default(),
         min_disk_free_bytes: 0,
         repo_dir: results_dir.to_path_buf(),
         faults: s.faults.clone(),

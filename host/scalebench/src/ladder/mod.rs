@@ -171,6 +171,7 @@ pub async fn run(
         prefill: cfg.prefill.clone(),
         floor: None,
         tls: crate::tls::negotiated(),
+        plan: cfg.plan.clone(),
     };
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 

@@ -145,6 +145,7 @@ mod tests {
             prefill: None,
             floor: None,
             tls: Default::default(),
+            plan: Default::default(),
             steps: vec![step],
             max_passing_points: Some(1000),
             ended_because: "completed".into(),
