@@ -58,6 +58,7 @@ bench-smoke:
 # crate, and no core module importing the command line.
 lint:
 	python3 scripts/import-graph.py host/scalebench/src
+	python3 scripts/module-list.py host/scalebench/src --check docs/architecture.md
 	! grep -rn 'crate::cli' host/scalebench/src | grep -v 'src/commands/\|src/cli.rs\|src/lib.rs'
 	cargo fmt --all --check
 	cd plugins && cargo fmt --all --check
