@@ -19,6 +19,7 @@
 //! - Bottom: `error`, `clock`, `units`, `format`, `future`, `output`,
 //!   `catalog` (plugins by name), `points`, `hardware`, `guard`.
 
+pub mod async_runtime;
 pub mod atomic_file;
 pub mod bench_record;
 pub mod budgets;

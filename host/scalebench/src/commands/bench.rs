@@ -350,7 +350,7 @@ fn connections_for(args: &GeneratorBenchArgs, points: u64, interval: Duration) -
 pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()> {
     let (sizes, interval, stall) = (args.points.clone(), args.interval, args.stall);
     let seconds = args.seconds.max(1.0);
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let tokio_rt = crate::async_runtime::two_threads()?;
     // The recording's own cost first, while no broker runs beside it.
     let (rec_on, rec_off) = recording_cost_ns(RECORDING_ACKS);
     let mut arms = Vec::new();
@@ -678,7 +678,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
     };
     let mut plugins = Some(Plugins { model: Box::new(model), adapter: Box::new(adapter) });
 
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let tokio_rt = crate::async_runtime::two_threads()?;
     let mut figures = Vec::new();
     for tls in std::iter::once(None).chain(pki.as_ref().map(Some)) {
         let over = if tls.is_some() { " over TLS" } else { "" };

@@ -253,7 +253,7 @@ fn measure(
         server.url,
         crate::hardware::nproc()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = crate::async_runtime::two_threads()?;
     rt.block_on(async {
         let client = plain_client(&server.url, 1);
         for (addr, body) in &b.topology {

@@ -40,7 +40,7 @@ pub fn run(opts: &PluginOptions, args: PrefillBenchArgs) -> anyhow::Result<()> {
         .prefix("scalebench-bench-prefill")
         .tempdir_in("/var/tmp")
         .or_else(|_| tempfile::tempdir())?;
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let tokio_rt = crate::async_runtime::two_threads()?;
     let stack = tokio_rt.block_on(super::prefill::start_local(&dir.path().join("stack"), args.base_port))?;
     let conn = stack.postgres_conn();
     let out = std::thread::scope(|s| {

@@ -93,7 +93,7 @@ pub fn run(args: WorkersBenchArgs) -> anyhow::Result<()> {
         args.seconds,
         WARMUP_S
     );
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = crate::async_runtime::two_threads()?;
     let mut arms: Vec<(u32, Arm)> = Vec::new();
     for n in 1..=args.workers {
         let spec = SwarmWorkers {

@@ -79,7 +79,7 @@ fn adapter(
         report.skipped("judge and the round trip against a service: --no-round-trip");
         return Ok(());
     }
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let tokio_rt = crate::async_runtime::two_threads()?;
     let run_id = format!("check-{}", std::process::id());
     let (endpoints, stack) = if args.against.is_empty() {
         let mut run_args = run_args(&args.plugin, &params, &[], Path::new("."))?;

@@ -236,7 +236,7 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
                         .into(),
                 )
             })?;
-            let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let tokio_rt = crate::async_runtime::two_threads()?;
             let stack = tokio_rt.block_on(start_local(&run_dir, args.base_port))?;
             let r = destination(BTreeMap::from([("postgres".to_string(), stack.postgres_conn())]), BTreeMap::new(), &args.results_dir)
                 .and_then(|(dest, services)| prefill_with(opts, &spec, &target_params, &dest, &services, stop.clone()));

@@ -265,7 +265,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         }
     }
 
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let tokio_rt = crate::async_runtime::two_threads()?;
     tokio_rt.block_on(async move {
         let stop = Arc::new(AtomicBool::new(false));
         {

@@ -57,7 +57,7 @@ fn options(
 }
 
 pub fn run(opts: &PluginOptions, what: StackCommand) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = crate::async_runtime::two_threads()?;
     rt.block_on(async move {
         match what {
             StackCommand::Up(up) => {

@@ -69,7 +69,7 @@ fn measure_target(
     dir: &std::path::Path,
     port: u16,
 ) -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let tokio_rt = crate::async_runtime::two_threads()?;
     let stack = tokio_rt.block_on(super::prefill::start_local(dir, port))?;
     let conn = stack.postgres_conn();
     let measured = (|| -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {

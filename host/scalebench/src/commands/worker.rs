@@ -31,6 +31,6 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
             ))
         })?);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = crate::async_runtime::two_threads()?;
     rt.block_on(worker::serve(worker::Options { listen, index, limits: plugin.limits() }))
 }

@@ -358,7 +358,7 @@ fn write_all(
     path: &Path,
     progress: &Progress,
 ) -> anyhow::Result<(u64, u64, u64)> {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let rt = crate::async_runtime::with_workers(1)?;
     let (mut added, mut chunks) = (0u64, 0u64);
     for work in rx {
         let (messages, what) = match work {

@@ -194,7 +194,7 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let local_nodes = target.nodes;
     let tag = run_tag(&run_id);
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = crate::async_runtime::two_threads()?;
     let varz_before = rt.block_on(snapshot_varz(&target.monitor_urls));
     let proc_before = cluster.as_ref().map(|c| c.sample_processes()).unwrap_or_default();
     let measure_start = Instant::now();
