@@ -1,5 +1,5 @@
-//! The study's verdicts, charts and Markdown report (in the spirit of seed
-//! 003: summary, where it ran, results, hypotheses checked against the
+//! The study's verdicts, charts and Markdown report (in the spirit of the
+//! messaging study this project started from: summary, where it ran, results, hypotheses checked against the
 //! numbers, threats to validity). Fan-out counts (deliveries, pub+sub
 //! aggregates) are always kept apart from unique JetStream writes.
 //!
