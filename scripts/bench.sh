@@ -17,7 +17,7 @@ mkdir -p "$dir"
 case "$mode" in
   short)
     gen=(--tags 10000 --samples 1000)
-    generator=(--points 100k,1m --interval 5s --seconds 10 --stall 5s --tls)
+    generator=(--points 100k,1m --interval 5s --seconds 10 --stall 5s --tls --metrics-listen)
     nats=(--seconds 4 --repeats 3 --tls)
     http=(--tls)
     prefill=(--points 20k)
@@ -27,7 +27,7 @@ case "$mode" in
     ;;
   smoke)
     gen=(--tags 200 --samples 50)
-    generator=(--points 2k --interval 1s --seconds 2 --tls)
+    generator=(--points 2k --interval 1s --seconds 2 --tls --metrics-listen)
     nats=(--points 5k --seconds 1 --repeats 1 --tls)
     http=(--points 200 --messages 300 --batch 20 --tls)
     prefill=(--points 500 --days 0.25)

@@ -29,6 +29,8 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # Node.js and npm run a third-party Haystack client against the test server.
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+# A real Prometheus server scrapes `run --metrics-listen` in its test.
+command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
 # `make lint` checks the import graph with a small Python script.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # A virtualenv holds kubernetes-validate (below); Debian's python3 needs python3-venv for one.

@@ -438,6 +438,11 @@ pub struct GeneratorBenchArgs {
     /// adds, beside the plain arm of the same invocation.
     #[arg(long)]
     pub tls: bool,
+    /// Also run each size with the live metrics endpoint on
+    /// (`run --metrics-listen`) and scraped every second: its CPU per
+    /// acknowledged message, beside the same size's arm without it.
+    #[arg(long)]
+    pub metrics_listen: bool,
     /// Also write the figures as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -820,6 +825,10 @@ pub struct WorkerArgs {
     /// coordinator's clock-skew check is calibrated).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
     pub test_clock_offset_ms: i64,
+    /// Serve this worker's live figures for Prometheus at http://ADDR/metrics
+    /// (its own share; the coordinator's endpoint has the run's).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub access: SutAccess,
 }
@@ -949,6 +958,12 @@ pub struct RunOutput {
     /// --require-ceiling, one more for the gate), for CI systems.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Serve the run's live figures for Prometheus at http://ADDR/metrics
+    /// (OpenMetrics: readings offered, acknowledged, refused and stored,
+    /// ack latency histograms, phase, lag, each service's CPU and memory,
+    /// verdicts; see docs/reports.md). Port 0 picks a free port.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

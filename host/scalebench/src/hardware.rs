@@ -192,6 +192,17 @@ pub fn self_cpu_seconds() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// CPU time (ns) the calling thread has used so far.
+pub fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0 {
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    } else {
+        0
+    }
+}
+
 fn status_kib(key: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/status").ok()?;
     text.lines().find_map(|l| {

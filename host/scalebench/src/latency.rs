@@ -92,6 +92,10 @@ pub struct Recorder {
     pub intended_us: Histogram<u64>,
     /// From the actual send (service time), µs.
     pub service_us: Histogram<u64>,
+    /// Exact sums of what `intended_us` and `service_us` hold (µs), for
+    /// the live endpoint's histograms (`live_metrics`).
+    pub intended_sum_us: u64,
+    pub service_sum_us: u64,
     /// Sent − intended (0 when sent early), µs: the pacing's own lateness.
     pub send_lag_us: Histogram<u64>,
     /// Intended-time latency (µs) by wall-clock second the answer arrived
@@ -130,6 +134,10 @@ struct RecorderWire {
     from_ms: i64,
     intended_us: String,
     service_us: String,
+    #[serde(default)]
+    intended_sum_us: u64,
+    #[serde(default)]
+    service_sum_us: u64,
     send_lag_us: String,
     per_second_us: BTreeMap<i64, String>,
     per_second: bool,
@@ -168,6 +176,8 @@ impl From<Recorder> for RecorderWire {
             from_ms: r.from_ms,
             intended_us: histogram_to_wire(&r.intended_us),
             service_us: histogram_to_wire(&r.service_us),
+            intended_sum_us: r.intended_sum_us,
+            service_sum_us: r.service_sum_us,
             send_lag_us: histogram_to_wire(&r.send_lag_us),
             per_second_us: r.per_second_us.iter().map(|(s, h)| (s, histogram_to_wire(&h))).collect(),
             per_second: r.per_second,
@@ -192,6 +202,8 @@ impl TryFrom<RecorderWire> for Recorder {
             from_ms: w.from_ms,
             intended_us: histogram_from_wire(&w.intended_us)?,
             service_us: histogram_from_wire(&w.service_us)?,
+            intended_sum_us: w.intended_sum_us,
+            service_sum_us: w.service_sum_us,
             send_lag_us: histogram_from_wire(&w.send_lag_us)?,
             per_second_us,
             per_second: w.per_second,
@@ -217,6 +229,8 @@ impl Recorder {
             from_ms,
             intended_us: step_histogram(),
             service_us: step_histogram(),
+            intended_sum_us: 0,
+            service_sum_us: 0,
             send_lag_us: step_histogram(),
             per_second_us: PerSecondLatency::default(),
             per_second: true,
@@ -251,8 +265,11 @@ impl Recorder {
             self.per_second_us.record_n(at_ns.div_euclid(1_000_000_000), from_intended, n as u32);
         }
         if t.intended_ns >= self.from_ms.saturating_mul(1_000_000) {
+            let service = us(at_ns - t.sent_ns);
             let _ = self.intended_us.record_n(from_intended, n);
-            let _ = self.service_us.record_n(us(at_ns - t.sent_ns), n);
+            let _ = self.service_us.record_n(service, n);
+            self.intended_sum_us = self.intended_sum_us.saturating_add(from_intended.saturating_mul(n));
+            self.service_sum_us = self.service_sum_us.saturating_add(service.saturating_mul(n));
             let _ = self.send_lag_us.record_n(us(t.sent_ns - t.intended_ns), n);
         }
     }
@@ -303,6 +320,8 @@ impl Recorder {
         let _ = self.intended_us.add(&o.intended_us);
         let _ = self.service_us.add(&o.service_us);
         let _ = self.send_lag_us.add(&o.send_lag_us);
+        self.intended_sum_us = self.intended_sum_us.saturating_add(o.intended_sum_us);
+        self.service_sum_us = self.service_sum_us.saturating_add(o.service_sum_us);
         self.per_second_us.add(&o.per_second_us);
         if let Some(s) = o.longest_silence {
             if self.longest_silence.is_none_or(|l| s.len_ms() > l.len_ms()) {

@@ -9,40 +9,23 @@
 //! Messages that must not be lost (faults, stack events) go through
 //! [`Progress::println`] so they never tear the bar.
 //!
+//! With `--metrics-listen` the same events also feed the run's Prometheus
+//! endpoint ([`crate::live_metrics`]): one live view, two displays.
+//!
 //! Not here: measuring anything. Progress only shows what `step` measured.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::format::{measured_seconds, seconds, thousands, whole, NOT_MEASURED};
+use crate::live_metrics::{LiveMetrics, LoadSources, SampleFigures};
+use crate::results::Status;
 
-/// The phases of a step, in order (see `step`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Topology,
-    WarmUp,
-    Soak,
-    /// The read probes, timed at mid-soak while the load runs.
-    Probes,
-    Drain,
-    Count,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Topology => "topology",
-            Phase::WarmUp => "warm-up",
-            Phase::Soak => "soak",
-            Phase::Probes => "probes",
-            Phase::Drain => "drain",
-            Phase::Count => "count",
-        }
-    }
-}
+pub use crate::phase::Phase;
 
 /// The latest sample, as the display shows it.
 #[derive(Debug, Clone)]
@@ -59,6 +42,13 @@ pub struct Tick {
     pub store_no_answer_s: Option<f64>,
     pub lag_s: Option<f64>,
     pub behind_s: f64,
+    /// Readings the storage wrote since the step began, by its own counter.
+    pub stored_total: Option<f64>,
+    /// The broker's drop counter since the step began.
+    pub broker_dropped: Option<f64>,
+    /// Per stack service: CPU over the sample (%), resident memory (bytes).
+    pub cpu_percent: BTreeMap<String, f64>,
+    pub rss_bytes: BTreeMap<String, u64>,
 }
 
 impl Tick {
@@ -94,6 +84,7 @@ enum Display {
 pub struct Progress {
     display: Display,
     prefix: Mutex<String>,
+    metrics: Option<Arc<LiveMetrics>>,
 }
 
 impl Progress {
@@ -101,7 +92,7 @@ impl Progress {
     pub fn for_stderr() -> Progress {
         let plain = std::env::var("SCALEBENCH_PROGRESS").is_ok_and(|v| v == "plain");
         if std::io::stderr().is_terminal() && !plain {
-            Progress { display: Display::Bar(Mutex::new(None)), prefix: Mutex::new(String::new()) }
+            Progress { display: Display::Bar(Mutex::new(None)), prefix: Mutex::new(String::new()), metrics: None }
         } else {
             Progress::lines(Box::new(std::io::stderr()))
         }
@@ -109,7 +100,25 @@ impl Progress {
 
     /// Plain lines to `out`.
     pub fn lines(out: Box<dyn Write + Send>) -> Progress {
-        Progress { display: Display::Lines(Mutex::new(out)), prefix: Mutex::new(String::new()) }
+        Progress { display: Display::Lines(Mutex::new(out)), prefix: Mutex::new(String::new()), metrics: None }
+    }
+
+    /// The same events also feed `metrics` (the Prometheus endpoint).
+    pub fn with_metrics(mut self, metrics: Option<Arc<LiveMetrics>>) -> Progress {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Whether a Prometheus endpoint watches this run.
+    pub fn has_metrics(&self) -> bool {
+        self.metrics.is_some()
+    }
+
+    /// The step's load starts: the endpoint reads these counters from now on.
+    pub fn load_started(&self, sources: impl FnOnce() -> LoadSources) {
+        if let Some(m) = &self.metrics {
+            m.load_started(sources());
+        }
     }
 
     /// Whether this display redraws a bar in place.
@@ -146,6 +155,9 @@ impl Progress {
             whole(rps)
         );
         *self.prefix.lock().unwrap() = format!("[{} pts]", thousands(points));
+        if let Some(m) = &self.metrics {
+            m.step_started(points);
+        }
         self.line(&head);
         if let Display::Bar(bar) = &self.display {
             let b = ProgressBar::with_draw_target(Some((load_s * 1000.0) as u64), ProgressDrawTarget::stderr());
@@ -163,6 +175,9 @@ impl Progress {
 
     /// A phase starts; `detail` says what it does.
     pub fn phase(&self, phase: Phase, detail: &str) {
+        if let Some(m) = &self.metrics {
+            m.phase(phase);
+        }
         match &self.display {
             Display::Bar(bar) => {
                 if let Some(b) = bar.lock().unwrap().as_ref() {
@@ -187,6 +202,17 @@ impl Progress {
 
     /// The latest sample.
     pub fn sample(&self, t: &Tick) {
+        if let Some(m) = &self.metrics {
+            m.phase(t.phase);
+            m.sample(SampleFigures {
+                stored: t.stored_total,
+                lag_s: t.lag_s,
+                behind_s: t.behind_s,
+                broker_dropped: t.broker_dropped,
+                cpu_cores: t.cpu_percent.iter().map(|(k, v)| (k.clone(), v / 100.0)).collect(),
+                rss_bytes: t.rss_bytes.clone(),
+            });
+        }
         match &self.display {
             Display::Bar(bar) => {
                 if let Some(b) = bar.lock().unwrap().as_ref() {
@@ -201,8 +227,11 @@ impl Progress {
         }
     }
 
-    /// The step ended: its verdict in one line.
-    pub fn step_done(&self, verdict: &str) {
+    /// The step ended with `status`: its verdict in one line.
+    pub fn step_done(&self, status: Status, verdict: &str) {
+        if let Some(m) = &self.metrics {
+            m.step_done(status);
+        }
         if let Display::Bar(bar) = &self.display {
             if let Some(b) = bar.lock().unwrap().take() {
                 b.finish_and_clear();
@@ -247,8 +276,12 @@ mod tests {
             store_no_answer_s: None,
             lag_s: Some(0.4),
             behind_s: 0.0,
+            stored_total: None,
+            broker_dropped: None,
+            cpu_percent: BTreeMap::new(),
+            rss_bytes: BTreeMap::new(),
         });
-        p.step_done("step 2,500 points: pass");
+        p.step_done(Status::Pass, "step 2,500 points: pass");
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(text.contains("step 1/2: 2,500 points every 5.00 s = 500 readings/s"), "{text}");
         assert!(text.contains("[2,500 pts] phase: topology (2,500 new points)"), "{text}");

@@ -15,6 +15,7 @@ mod honesty;
 mod hostile_adapters;
 mod http;
 mod ladder;
+mod live_metrics;
 mod models;
 mod plans;
 mod plugin_authors;

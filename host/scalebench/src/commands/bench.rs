@@ -174,6 +174,11 @@ struct Arm {
     latency_recorded: bool,
     /// Published over TLS (mqtts://, a throwaway CA).
     tls: bool,
+    /// The live metrics endpoint was on and scraped every second: scrapes
+    /// served and the CPU seconds their rendering took.
+    metrics_scrapes: Option<u64>,
+    metrics_cpu_s: Option<f64>,
+    acked: u64,
     acked_per_s: f64,
     cpu_us_per_acked: f64,
     /// Resident memory once the address table is built, before the load.
@@ -213,6 +218,8 @@ struct ArmShape {
     record_latency: bool,
     /// Publish on the broker's TLS listener.
     tls: bool,
+    /// The live metrics endpoint on, scraped every second.
+    metrics: bool,
 }
 
 /// scalebench's generator (model + adapter in WebAssembly, paced, bounded)
@@ -227,7 +234,7 @@ fn generator_arm(
     broker: &Mosquitto,
     tokio_rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<(Arm, Vec<u8>)> {
-    let ArmShape { stall, record_latency, tls } = shape;
+    let ArmShape { stall, record_latency, tls, metrics } = shape;
     let seconds = args.seconds.max(1.0);
     let rt = crate::catalog::runtime(&opts.limits())?;
     let mut model = ValueModel::instantiate(&rt, &crate::catalog::load(&rt, &args.model)?)?;
@@ -261,6 +268,8 @@ fn generator_arm(
         let live = Arc::new(ProducerLive::default());
         let stop = Arc::new(AtomicBool::new(false));
         let spec = bench_spec(points, interval, seconds, period);
+        let endpoint =
+            if metrics { Some(metrics_endpoint(&args.target, points, &live, &transport).await?) } else { None };
         let producer = {
             let (live, stop) = (live.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -296,6 +305,7 @@ fn generator_arm(
         let wall_s = t0.elapsed().as_secs_f64();
         let cpu_s = hardware::self_cpu_seconds() - cpu0;
         let peak = hardware::self_peak_rss_bytes();
+        let metrics_cost = endpoint.map(|e| e.finish());
         stop.store(true, Ordering::Relaxed);
         let report = producer.join().map_err(|_| anyhow::anyhow!("producer panicked"))??;
         let _ = transport.finish(Duration::from_secs(5)).await;
@@ -306,6 +316,9 @@ fn generator_arm(
                 stalled_s: stall.map(|d| d.as_secs_f64()),
                 latency_recorded: record_latency,
                 tls,
+                metrics_scrapes: metrics_cost.map(|c| c.0),
+                metrics_cpu_s: metrics_cost.map(|c| c.1),
+                acked,
                 acked_per_s: f.rate(),
                 cpu_us_per_acked: f.cpu_us(),
                 rss_before_load_bytes: rss_before,
@@ -322,6 +335,53 @@ fn generator_arm(
     arm.rss_bound_bytes = rss_before + queue_bound + RSS_ALLOWANCE;
     arm.offered = offered;
     Ok((arm, sample_payload))
+}
+
+/// The live metrics endpoint of an arm, and a scraper asking it every second.
+struct Endpoint {
+    metrics: Arc<crate::live_metrics::LiveMetrics>,
+    stop: Arc<AtomicBool>,
+    scraper: std::thread::JoinHandle<()>,
+}
+
+impl Endpoint {
+    /// Stop scraping: (scrapes, CPU seconds of rendering them).
+    fn finish(self) -> (u64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.scraper.join();
+        self.metrics.render_cost()
+    }
+}
+
+async fn metrics_endpoint(
+    target: &str,
+    points: u64,
+    producer: &Arc<ProducerLive>,
+    transport: &dyn crate::transport::Transport,
+) -> anyhow::Result<Endpoint> {
+    use crate::live_metrics::{server, LiveMetrics, LoadSources};
+    let metrics = LiveMetrics::new(target);
+    metrics.step_started(points);
+    metrics.phase(crate::phase::Phase::Soak);
+    metrics.load_started(LoadSources {
+        producer: producer.clone(),
+        transport: transport.live().clone(),
+        connections: transport.pool().conns.iter().map(|c| c.counts.clone()).collect(),
+        more_latency: None,
+    });
+    let addr = server::serve("127.0.0.1:0".parse().expect("an address"), metrics.clone()).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = {
+        let (stop, url) = (stop.clone(), format!("http://{addr}/metrics"));
+        std::thread::spawn(move || {
+            let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(1));
+                let _ = agent.get(&url).call().map(|r| r.into_string());
+            }
+        })
+    };
+    Ok(Endpoint { metrics, stop, scraper })
 }
 
 /// The load of a benchmark arm: every point, seed 1, with canaries, for
@@ -370,11 +430,15 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
         // Without a stall, once without latency recording too: its cost,
         // measured beside it in the same invocation.
         // With --tls, once more over TLS: what TLS costs, beside it.
-        let arms_of_size = [(None, false, false), (None, true, false)]
+        // With --metrics-listen, once more with the endpoint scraped every second.
+        let plain = ArmShape { stall: None, record_latency: true, tls: false, metrics: false };
+        let arms_of_size = [ArmShape { record_latency: false, ..plain }, plain]
             .into_iter()
-            .chain(stall.map(|d| (Some(d), true, false)))
-            .chain(pki.as_ref().map(|_| (None, true, true)));
-        for (stall, record, tls) in arms_of_size {
+            .chain(stall.map(|d| ArmShape { stall: Some(d), ..plain }))
+            .chain(pki.as_ref().map(|_| ArmShape { tls: true, ..plain }))
+            .chain(args.metrics_listen.then_some(ArmShape { metrics: true, ..plain }));
+        for shape in arms_of_size {
+            let ArmShape { stall, .. } = shape;
             // A fresh broker per arm: a stalled one's backlog must not slow the next.
             let broker = start_mosquitto_with(pki.as_ref())?;
             eprintln!(
@@ -386,7 +450,6 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
                 connections_for(&args, points, interval),
                 stall.map(|d| format!(", broker frozen for {:?} from {:.0} s", d, seconds / 3.0)).unwrap_or_default()
             );
-            let shape = ArmShape { stall, record_latency: record, tls };
             let (arm, p) = generator_arm(opts, &args, points, interval, shape, &broker, &tokio_rt)?;
             payload = p;
             arms.push(arm);
@@ -473,8 +536,9 @@ fn arm_label(a: &Arm) -> String {
         (None, true) => format!("{} pts", group(a.points)),
         (None, false) => format!("{} pts, latency not recorded", group(a.points)),
     };
-    if a.tls {
-        base + ", TLS"
+    let base = if a.tls { base + ", TLS" } else { base };
+    if a.metrics_scrapes.is_some() {
+        base + ", metrics scraped 1/s"
     } else {
         base
     }
@@ -485,12 +549,28 @@ fn arm_label(a: &Arm) -> String {
 fn tls_pairs(arms: &[Arm]) -> Vec<(&Arm, &Arm)> {
     arms.iter()
         .filter(|a| a.tls)
-        .filter_map(|t| {
-            arms.iter()
-                .find(|p| !p.tls && p.points == t.points && p.latency_recorded && p.stalled_s.is_none())
-                .map(|p| (t, p))
-        })
+        .filter_map(|t| arms.iter().find(|p| is_plain(p) && p.points == t.points).map(|p| (t, p)))
         .collect()
+}
+
+/// The arm every other one of its size is compared with: latency recorded,
+/// no stall, no TLS, no endpoint.
+fn is_plain(a: &Arm) -> bool {
+    !a.tls && a.latency_recorded && a.stalled_s.is_none() && a.metrics_scrapes.is_none()
+}
+
+/// Per arm with the metrics endpoint on: the same size's plain arm.
+fn metrics_pairs(arms: &[Arm]) -> Vec<(&Arm, &Arm)> {
+    arms.iter()
+        .filter(|a| a.metrics_scrapes.is_some())
+        .filter_map(|m| arms.iter().find(|p| is_plain(p) && p.points == m.points).map(|p| (m, p)))
+        .collect()
+}
+
+/// The endpoint's own CPU per acknowledged message (µs): its scrapes'
+/// rendering, on the serving thread's clock.
+fn endpoint_us_per_ack(m: &Arm) -> f64 {
+    m.metrics_cpu_s.unwrap_or(0.0) * 1e6 / m.acked.max(1) as f64
 }
 
 /// Per arm: acked msgs/s and CPU per ack beside the plain publisher, peak RSS.
@@ -515,6 +595,22 @@ fn generator_figures(arms: &[Arm], plain: Option<&Figures>) -> Vec<Figure> {
             Figure::new(format!("generator CPU TLS adds per ack, {} pts", group(t.points)), added, "us")
                 .vs("the same arm without TLS", p.cpu_us_per_acked)
                 .goal("<= 1 us per acked message", added <= 1.0),
+        );
+    }
+    for (m, p) in metrics_pairs(arms) {
+        let cost = endpoint_us_per_ack(m);
+        out.push(
+            Figure::new(format!("live metrics endpoint CPU per ack, {} pts", group(m.points)), cost, "us")
+                .vs("generator CPU per ack without the endpoint", p.cpu_us_per_acked)
+                .goal("<= 0.05 us per acked message", cost <= 0.05),
+        );
+        out.push(
+            Figure::new(
+                format!("generator CPU per ack with the endpoint minus without, {} pts", group(m.points)),
+                m.cpu_us_per_acked - p.cpu_us_per_acked,
+                "us",
+            )
+            .vs("generator CPU per ack without the endpoint", p.cpu_us_per_acked),
         );
     }
     out
@@ -572,6 +668,17 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
             t.cpu_us_per_acked - p.cpu_us_per_acked,
             mb(t.peak_rss_bytes),
             mb(p.peak_rss_bytes)
+        );
+    }
+    for (m, p) in metrics_pairs(arms) {
+        println!(
+            "Metrics endpoint at {} pts: {} scrapes took {:.1} ms of CPU to render, {:.4} us per acked message (goal <= 0.05 us); the arm used {:.2} us CPU per acked message, {:.2} us without the endpoint (the difference includes this process's own scraper and the noise between arms).",
+            group(m.points),
+            m.metrics_scrapes.unwrap_or(0),
+            m.metrics_cpu_s.unwrap_or(0.0) * 1e3,
+            endpoint_us_per_ack(m),
+            m.cpu_us_per_acked,
+            p.cpu_us_per_acked
         );
     }
     println!("Goals: <= 2 us generator CPU per acked message; <= 300 MB peak RSS at 1M points, with the broker keeping up and frozen, latency recorded.");

@@ -216,6 +216,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         },
         prefill: None,
         workers: Vec::new(),
+        metrics: None,
     };
     let workers = parse_workers(&args.workers, &run_id)?;
     if let Some(d) = ladder.prefill_days {
@@ -279,6 +280,13 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                     }
                 }
             });
+        }
+        let mut cfg = cfg;
+        if let Some(addr) = args.output.metrics_listen {
+            let m = crate::live_metrics::LiveMetrics::new(&cfg.target);
+            let bound = crate::live_metrics::server::serve(addr, m.clone()).await?;
+            eprintln!("metrics: http://{bound}/metrics");
+            cfg.metrics = Some(m);
         }
         let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(&args, &plan, &cfg.target, &run_id, built_in_tls.as_ref()).await?;
         let endpoints = stack.services();

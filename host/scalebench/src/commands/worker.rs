@@ -32,5 +32,10 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
         })?);
     }
     let rt = crate::async_runtime::two_threads()?;
-    rt.block_on(worker::serve(worker::Options { listen, index, limits: plugin.limits() }))
+    rt.block_on(worker::serve(worker::Options {
+        listen,
+        index,
+        limits: plugin.limits(),
+        metrics_listen: args.metrics_listen,
+    }))
 }

@@ -312,7 +312,7 @@ impl Workers {
     /// [`wire::HEARTBEAT_LOST`] lost. Returns when the load is over.
     pub fn watch(&self, live: &ProducerLive, acks: &Live, stop: &AtomicBool, until: Instant) {
         let n = self.len();
-        let mut counted: Vec<(u64, u64)> = vec![(0, 0); n];
+        let mut counted: Vec<(u64, u64, u64)> = vec![(0, 0, 0); n];
         loop {
             if stop.load(Ordering::Relaxed) {
                 self.stop_all();
@@ -333,10 +333,11 @@ impl Workers {
                     match a {
                         Ok((_, Some(st))) => {
                             s.last_ok = Some(Instant::now());
-                            let (o, a) = counted[i];
+                            let (o, a, r) = counted[i];
                             live.readings_offered.fetch_add(st.offered.saturating_sub(o), Ordering::Relaxed);
                             acks.readings_acked.fetch_add(st.acked.saturating_sub(a), Ordering::Relaxed);
-                            counted[i] = (st.offered.max(o), st.acked.max(a));
+                            acks.readings_refused.fetch_add(st.refused.saturating_sub(r), Ordering::Relaxed);
+                            counted[i] = (st.offered.max(o), st.acked.max(a), st.refused.max(r));
                             behind = behind.max(st.behind_ms);
                             match st.state {
                                 State::Running => running += 1,
@@ -522,6 +523,26 @@ impl Workers {
                 problem: s.refused.clone().or(s.lost.clone()),
             })
             .collect()
+    }
+}
+
+/// The workers' ack latency for the coordinator's endpoint: each one's
+/// final record once it drained, its last heartbeat's until then.
+impl crate::live_metrics::LatencySource for Workers {
+    fn latency(&self) -> crate::live_metrics::LatencyBuckets {
+        let mut all = crate::live_metrics::LatencyBuckets::default();
+        for s in self.seen.lock().unwrap().iter() {
+            match (&s.final_, &s.last) {
+                (Some(f), _) => all.add(&crate::live_metrics::LatencyBuckets::of(&f.counts)),
+                (None, Some(st)) => {
+                    if let Some(l) = &st.latency {
+                        all.add(l)
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        all
     }
 }
 

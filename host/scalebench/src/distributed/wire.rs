@@ -133,6 +133,13 @@ pub struct Status {
     pub errors: u64,
     pub now_ms: i64,
     pub error: Option<String>,
+    /// Readings refused so far.
+    #[serde(default)]
+    pub refused: u64,
+    /// Ack latency so far, in the endpoint's buckets (the coordinator's
+    /// `--metrics-listen` adds every worker's).
+    #[serde(default)]
+    pub latency: Option<crate::live_metrics::LatencyBuckets>,
 }
 
 /// A worker's figures for one step, once drained.

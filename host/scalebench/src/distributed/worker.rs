@@ -27,7 +27,9 @@ use plugin_runtime::{TargetAdapter, ValueModel};
 
 use super::wire::{self, State};
 use crate::catalog::PluginLimits;
+use crate::live_metrics::{LatencyBuckets, LiveMetrics, LoadSources};
 use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive, Share};
+use crate::phase::Phase;
 use crate::services::{Scoped, StackServices};
 use crate::stack::{Endpoint, ServiceKind, StackDriver};
 use crate::transport::{Carrier, CarrierOptions, Live, Transport};
@@ -38,6 +40,8 @@ pub struct Options {
     pub listen: SocketAddr,
     pub index: Option<u32>,
     pub limits: PluginLimits,
+    /// `--metrics-listen`: serve this worker's live figures there.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// What a worker holds between calls.
@@ -56,6 +60,8 @@ struct Loaded {
 struct Step {
     live: Arc<ProducerLive>,
     acks: Option<Arc<Live>>,
+    /// The connections' counts, for the latency each heartbeat carries.
+    conns: Vec<Arc<Mutex<crate::transport::AckCounts>>>,
     stop: Arc<AtomicBool>,
     final_: Option<wire::Final>,
 }
@@ -70,6 +76,8 @@ struct Worker {
     step: Mutex<Step>,
     error: Mutex<Option<String>>,
     last_contact: Mutex<Instant>,
+    /// `--metrics-listen`: this worker's own live figures.
+    metrics: Option<Arc<LiveMetrics>>,
 }
 
 fn kind_of(s: &str) -> Option<ServiceKind> {
@@ -149,6 +157,9 @@ async fn init(w: Arc<Worker>, body: Bytes) -> Response {
         }
     }
     *w.step.lock().unwrap() = Step::default();
+    if let Some(m) = &w.metrics {
+        m.set_target(&req.target.name);
+    }
     let limits = w.limits.clone();
     let opened = tokio::task::spawn_blocking(move || open_plugins(&limits, &req).map(|p| (p, req))).await;
     let ((plugins, plan, rules), req) = match opened {
@@ -321,9 +332,27 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
     let step = Step {
         live: Arc::new(ProducerLive::default()),
         acks: Some(transport.live().clone()),
+        conns: transport.pool().conns.iter().map(|c| c.counts.clone()).collect(),
         stop: Arc::new(AtomicBool::new(false)),
         final_: None,
     };
+    if let Some(m) = &w.metrics {
+        m.step_started(req.points);
+        m.phase(if req.warmup_ms > 0 { Phase::WarmUp } else { Phase::Soak });
+        m.load_started(LoadSources {
+            producer: step.live.clone(),
+            transport: transport.live().clone(),
+            connections: step.conns.clone(),
+            more_latency: None,
+        });
+        // The soak starts at the schedule's start plus the warm-up.
+        let (m, points) = (m.clone(), req.points);
+        let soak_in = (req.start_ms + req.warmup_ms as i64 - crate::clock::now_ms()).max(0) as u64;
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(soak_in)).await;
+            m.phase_of(points, Phase::Soak);
+        });
+    }
     let (live, stop) = (step.live.clone(), step.stop.clone());
     *w.step.lock().unwrap() = step;
     let addresses: Arc<Vec<Arc<str>>> = Arc::new(l.addresses.clone());
@@ -351,6 +380,9 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
             }
         };
         w2.set(State::Draining);
+        if let Some(m) = &w2.metrics {
+            m.phase(Phase::Drain);
+        }
         let counts = transport.finish(Duration::from_millis(req.drain_ms)).await;
         if let Some(l) = w2.loaded.lock().unwrap().as_mut() {
             l.plugins = Some(plugins);
@@ -366,6 +398,9 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
                 };
                 w2.step.lock().unwrap().final_ = Some(f);
                 w2.set(State::Done);
+                if let Some(m) = &w2.metrics {
+                    m.step_ended();
+                }
             }
             Err(e) => {
                 w2.failed(format!("{e}"));
@@ -389,6 +424,8 @@ async fn status(w: Arc<Worker>) -> Response {
         errors: step.acks.as_ref().map_or(0, |a| a.errors.load(Ordering::Relaxed)),
         now_ms: crate::clock::now_ms(),
         error: w.error.lock().unwrap().clone(),
+        refused: step.acks.as_ref().map_or(0, |a| a.readings_refused.load(Ordering::Relaxed)),
+        latency: Some(LatencyBuckets::of_connections(&step.conns)),
     })
 }
 
@@ -421,7 +458,12 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         step: Mutex::new(Step::default()),
         error: Mutex::new(None),
         last_contact: Mutex::new(Instant::now()),
+        metrics: opts.metrics_listen.map(|_| LiveMetrics::new("")),
     });
+    if let (Some(addr), Some(m)) = (opts.metrics_listen, &w.metrics) {
+        let bound = crate::live_metrics::server::serve(addr, m.clone()).await?;
+        println!("worker metrics on http://{bound}/metrics");
+    }
     // The coordinator's heartbeat: a load nobody watches stops.
     let watchdog = w.clone();
     tokio::spawn(async move {

@@ -79,4 +79,6 @@ pub struct LadderConfig {
     /// A distributed run: the workers' control URLs (empty: this process
     /// generates the load).
     pub workers: Vec<String>,
+    /// `--metrics-listen`: the endpoint the run's live figures also go to.
+    pub metrics: Option<std::sync::Arc<crate::live_metrics::LiveMetrics>>,
 }

@@ -487,6 +487,7 @@ fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
         live: crate::live_safety::Config { url: None, latency_factor: f64::INFINITY, load_factor: f64::INFINITY },
         prefill: None,
         workers: Vec::new(),
+        metrics: None,
     }
 }
 

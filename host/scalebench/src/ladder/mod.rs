@@ -210,7 +210,7 @@ pub async fn run(
     eprintln!("results: {}", path.display());
 
     let nproc = result.hardware.nproc.max(1);
-    let progress = crate::progress::Progress::for_stderr();
+    let progress = crate::progress::Progress::for_stderr().with_metrics(cfg.metrics.clone());
     for (i, &points) in cfg.steps.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -246,12 +246,15 @@ pub async fn run(
             }
         };
         let status = step.status;
-        progress.step_done(&format!(
-            "step {} points: {}{}",
-            crate::format::thousands(points),
-            crate::format::status(status),
-            if step.reasons.is_empty() { String::new() } else { format!(" - {}", step.reasons.join("; ")) }
-        ));
+        progress.step_done(
+            status,
+            &format!(
+                "step {} points: {}{}",
+                crate::format::thousands(points),
+                crate::format::status(status),
+                if step.reasons.is_empty() { String::new() } else { format!(" - {}", step.reasons.join("; ")) }
+            ),
+        );
         result.steps.push(step);
         result.max_passing_points = ceiling(result.steps.iter().map(|s| (s.points, s.status)));
         result.save(&path)?;

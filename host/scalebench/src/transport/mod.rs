@@ -61,6 +61,8 @@ impl Message {
 pub struct Live {
     pub published: AtomicU64,
     pub readings_acked: AtomicU64,
+    /// Readings in messages the SUT answered and refused.
+    pub readings_refused: AtomicU64,
     pub errors: AtomicU64,
     pub connected: AtomicU64,
     /// The soak's start (ms since the epoch): readings due before it are not
@@ -255,6 +257,9 @@ pub(crate) fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Tim
 /// Count a refusal (answered, not acknowledged).
 pub(crate) fn count_refused(c: &mut AckCounts, live: &Live, carries: Carries, t: Timing, at_ns: i64, why: String) {
     c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
+    if let Carries::Readings { n, .. } = carries {
+        live.readings_refused.fetch_add(n as u64, Ordering::Relaxed);
+    }
     c.record_refused(carries, t, at_ns, why);
     live.errors.fetch_add(1, Ordering::Relaxed);
 }

@@ -138,6 +138,13 @@ pub(super) async fn offer(
         })?
     };
 
+    env.progress.load_started(|| crate::live_metrics::LoadSources {
+        producer: live.clone(),
+        transport: transport.live().clone(),
+        connections: transport.pool().conns.iter().map(|c| c.counts.clone()).collect(),
+        more_latency: session.workers.clone().map(|w| w as Arc<dyn crate::live_metrics::LatencySource>),
+    });
+
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop_poll = Arc::new(AtomicBool::new(false));
     let poller = if !session.carrier.ack_means_stored() {
@@ -215,6 +222,9 @@ pub(super) async fn offer(
         ),
     );
     let mut last_written: Option<(Instant, f64)> = None;
+    // The storage's write counter as the load begins: the endpoint's stored
+    // counter counts from it.
+    let written_base = if env.progress.has_metrics() { sample_written(session).await.map(|(n, _)| n) } else { None };
     let mut next_sample = Instant::now() + cfg.sample_every.min(cfg.warmup + cfg.soak);
     let mut faults = FaultClock::new(&cfg.faults, load_started);
 
@@ -376,6 +386,11 @@ pub(super) async fn offer(
             if phase == Phase::Probes && probes_task.as_ref().is_some_and(|t| t.is_finished()) {
                 phase = Phase::Soak;
             }
+            let broker_dropped =
+                env.progress.has_metrics().then(|| env.sys.map(|s| s.snapshot())).flatten().and_then(|now| {
+                    let key = crate::transport::mqtt::sys::DROPPED;
+                    Some(now.get(key)? - o.sys_before.get(key)?)
+                });
             env.progress.sample(&Tick {
                 phase,
                 elapsed_s: elapsed,
@@ -387,6 +402,10 @@ pub(super) async fn offer(
                 store_no_answer_s,
                 lag_s,
                 behind_s: behind,
+                stored_total: written_base.zip(written).map(|(b, (_, n))| n - b),
+                broker_dropped,
+                cpu_percent: cpu_percent.clone(),
+                rss_bytes: rss_bytes.clone(),
             });
             o.samples.push(Sample {
                 elapsed_s: elapsed,
