@@ -109,7 +109,7 @@ pub fn write(dir: &Path, benchmark: &str, figures: Vec<Figure>) -> std::io::Resu
     let path = path_in(dir, benchmark);
     let text = serde_json::to_string_pretty(&record).map_err(std::io::Error::other)?;
     crate::atomic_file::write(&path, text.as_bytes())?;
-    eprintln!("{benchmark}: figures written to {}", path.display());
+    tracing::info!("{benchmark}: figures written to {}", path.display());
     Ok(path)
 }
 

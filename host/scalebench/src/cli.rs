@@ -26,8 +26,25 @@ pub type PointCounts = Vec<u64>;
 pub struct Cli {
     #[command(flatten)]
     pub plugin: PluginOptions,
+    #[command(flatten)]
+    pub log: LogOptions,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How much a command says on stderr, and in what form (results and
+/// tables go to stdout whatever these say).
+#[derive(Debug, Clone, Args)]
+pub struct LogOptions {
+    /// Say more: -v debug, -vv trace (RUST_LOG, when set, decides instead).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Say less: -q no progress and only warnings and errors, -qq errors only.
+    #[arg(short = 'q', long = "quiet", global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
+    pub quiet: u8,
+    /// Log lines as text for a person, or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
 }
 
 /// Limits and cache for every plugin a command loads.

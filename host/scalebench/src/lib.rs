@@ -44,6 +44,7 @@ pub mod latency;
 pub mod live_metrics;
 pub mod live_safety;
 pub mod loadgen;
+pub mod logging;
 pub mod output;
 pub mod per_second_latency;
 pub mod pg_connect;
@@ -97,6 +98,7 @@ pub enum ParseError {
 
 /// Run one command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    logging::init(cli.log.verbose, cli.log.quiet, cli.log.log_format);
     match cli.command {
         Command::Gen(args) => commands::gen::run(&cli.plugin, args),
         Command::Plugins(args) => commands::plugins::run(&cli.plugin, args),
@@ -105,7 +107,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Generator(args) } => commands::bench::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Stacks(args) } => commands::bench_stacks::run(args),
-        Command::Study { what: cli::StudyCommand::Nats(args) } => study::nats::run(args),
+        Command::Study { what: cli::StudyCommand::Nats(args) } => commands::study::nats(args),
         Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Http(args) } => commands::bench_http::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Workers(args) } => commands::bench_workers::run(args),

@@ -38,7 +38,8 @@ fn main() {
         if stdout_closed() {
             std::process::exit(CLOSED_PIPE);
         }
-        eprintln!("error: {err:#}");
+        // Through the log, so `--log-format json` keeps every stderr line JSON.
+        tracing::error!("{err:#}");
         std::process::exit(scalebench::exit_code(&err));
     }
 }

@@ -6,6 +6,8 @@
 //! On a terminal it is one indicatif bar per step, redrawn in place; when
 //! stderr is not a terminal (CI logs, pipes) or `SCALEBENCH_PROGRESS=plain`
 //! it is plain lines, one per phase and per sample, so logs stay readable.
+//! With `--log-format json` each line is a log event (a JSON object); with
+//! `-q` there is none.
 //! Messages that must not be lost (faults, stack events) go through
 //! [`Progress::println`] so they never tear the bar.
 //!
@@ -78,6 +80,8 @@ enum Display {
     Bar(Mutex<Option<ProgressBar>>),
     /// Plain lines to a writer (stderr, or a buffer in tests).
     Lines(Mutex<Box<dyn Write + Send>>),
+    /// Each line a log event (`--log-format json`).
+    Log,
 }
 
 /// Where a run's progress goes.
@@ -90,6 +94,12 @@ pub struct Progress {
 impl Progress {
     /// A bar when stderr is a terminal, plain lines otherwise.
     pub fn for_stderr() -> Progress {
+        if crate::logging::quiet() {
+            return Progress::lines(Box::new(std::io::sink()));
+        }
+        if crate::logging::json() {
+            return Progress { display: Display::Log, prefix: Mutex::new(String::new()), metrics: None };
+        }
         let plain = std::env::var("SCALEBENCH_PROGRESS").is_ok_and(|v| v == "plain");
         if std::io::stderr().is_terminal() && !plain {
             Progress { display: Display::Bar(Mutex::new(None)), prefix: Mutex::new(String::new()), metrics: None }
@@ -137,6 +147,7 @@ impl Progress {
                 let _ = writeln!(o, "{text}");
                 let _ = o.flush();
             }
+            Display::Log => tracing::info!(target: "scalebench::progress", "{text}"),
         }
     }
 
@@ -184,7 +195,7 @@ impl Progress {
                     b.set_message(format!("{} · {detail}", phase.name()));
                 }
             }
-            Display::Lines(_) => {
+            Display::Lines(_) | Display::Log => {
                 let p = self.prefix.lock().unwrap().clone();
                 self.line(&format!("  {p} phase: {} ({detail})", phase.name()));
             }
@@ -220,7 +231,7 @@ impl Progress {
                     b.set_message(format!("{} s · {}", (t.load_s).round(), t.line()));
                 }
             }
-            Display::Lines(_) => {
+            Display::Lines(_) | Display::Log => {
                 let p = self.prefix.lock().unwrap().clone();
                 self.line(&format!("  {p} {}", t.line()));
             }

@@ -16,6 +16,7 @@ mod hostile_adapters;
 mod http;
 mod ladder;
 mod live_metrics;
+mod logs;
 mod models;
 mod plans;
 mod plugin_authors;

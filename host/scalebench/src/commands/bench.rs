@@ -441,7 +441,7 @@ pub fn run(opts: &PluginOptions, args: GeneratorBenchArgs) -> anyhow::Result<()>
             let ArmShape { stall, .. } = shape;
             // A fresh broker per arm: a stalled one's backlog must not slow the next.
             let broker = start_mosquitto_with(pki.as_ref())?;
-            eprintln!(
+            tracing::info!(
                 "bench generator: bare mosquitto on 127.0.0.1:{}, {} points every {:?} (target {}/s), {} connections, {seconds} s{}",
                 broker.port,
                 group(points),
@@ -798,7 +798,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
         });
         let cluster = local_stack::nats::NatsCluster::start(nopts)?;
         let url = cluster.client_urls().join(",");
-        eprintln!("bench nats: one local nats-server ({url}), file storage r=1, {seconds} s per arm");
+        tracing::info!("bench nats: one local nats-server ({url}), file storage r=1, {seconds} s per arm");
         let mut rows = Vec::new();
         // Arms alternate, `repeats` times each; medians are reported, because
         // one run on a 2-core box shared with the server varies by ~10 %.
@@ -881,7 +881,7 @@ pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow
             }
             let ratios: Vec<String> =
                 plain_rates.iter().zip(&our_rates).map(|(p, o)| format!("{:.2}", o / p.max(1.0))).collect();
-            eprintln!("  {label}: per-repeat ratios {}", ratios.join(", "));
+            tracing::info!("  {label}: per-repeat ratios {}", ratios.join(", "));
             rows.push((
                 label,
                 bench_record::median(bare_rates),

@@ -289,7 +289,7 @@ fn measure(
                 let (p, ok) = plain_arm(&server.url, &b.writes, tasks).await?;
                 ((p, ok, cpu() - c1), (s, counts, c1 - c0))
             };
-            eprintln!(
+            tracing::info!(
                 "  repeat {}: plain {:.0} requests/s ({:.0} us of this process's CPU each), scalebench {:.0} ({:.0} us)",
                 repeat + 1,
                 n / p,

@@ -65,9 +65,11 @@ fn bench(
         &[],
     )?;
     let settings: Vec<String> = (0..3).map(|i| row.get::<_, String>(i)).collect();
-    eprintln!(
+    tracing::info!(
         "bench prefill: local PostgreSQL, fsync={} synchronous_commit={} full_page_writes={}",
-        settings[0], settings[1], settings[2]
+        settings[0],
+        settings[1],
+        settings[2]
     );
 
     // 1. scalebench prefill, the real path.

@@ -82,7 +82,7 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
     let results: PathBuf = dir.path().join("results");
     let exe = std::env::current_exe().context("cannot find the scalebench binary")?;
     let warmup = Duration::from_secs(30).min(args.duration / 4);
-    eprintln!(
+    tracing::info!(
         "bench soak: {} + {}, {} points every {}, held {} (warm-up {})",
         args.target,
         args.model,
@@ -119,7 +119,7 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(200));
     };
     if !status.success() {
-        eprintln!("bench soak: the run ended with {status}; the figures below are what was seen");
+        tracing::info!("bench soak: the run ended with {status}; the figures below are what was seen");
     }
     // The soak's span, as the run's result gives it (the stack's start and
     // stop are not load); every look when there is no result.

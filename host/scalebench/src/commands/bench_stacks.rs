@@ -22,7 +22,7 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
     // The child reads them back as the user wrote them (`1k,2.5k`, `30s`).
     let steps = args.steps.iter().map(|p| points_text(*p)).collect::<Vec<_>>().join(",");
     let (soak, warmup) = (duration_text(args.soak), duration_text(args.warmup));
-    eprintln!("bench stacks: --stack {stack}, steps {steps}, soak {soak}");
+    tracing::info!("bench stacks: --stack {stack}, steps {steps}, soak {soak}");
     let status = Command::new(exe)
         .args(["run", "--target", &args.target, "--model", &args.model, "--stack", stack, "--steps", &steps])
         .args(["--soak", &soak, "--warmup", &warmup, "--continue-on-fail"])
@@ -34,7 +34,7 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
         .status()
         .context("cannot run scalebench")?;
     if !status.success() {
-        eprintln!("bench stacks: the --stack {stack} run ended with {status}; its measured steps are shown");
+        tracing::info!("bench stacks: the --stack {stack} run ended with {status}; its measured steps are shown");
     }
     let file: PathBuf =
         RunResult::find_in(&results).with_context(|| format!("the --stack {stack} run wrote no result file"))?;

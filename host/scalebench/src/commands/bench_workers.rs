@@ -83,7 +83,7 @@ fn measure(urls: &[String], broker_port: u16, args: &WorkersBenchArgs) -> anyhow
 pub fn run(args: WorkersBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.workers >= 1, crate::error::UsageError("--workers: give 1 or more".into()));
     let broker = crate::commands::bench::start_mosquitto()?;
-    eprintln!(
+    tracing::info!(
         "bench workers: 1 to {} workers, each capped to {} CPU, against a bare mosquitto on 127.0.0.1:{}, {} points every {} s offered for {} s ({} s warm-up)",
         args.workers,
         args.cpus,
@@ -109,7 +109,7 @@ pub fn run(args: WorkersBenchArgs) -> anyhow::Result<()> {
         // The service goes whatever happened.
         rt.block_on(service.remove());
         let arm = measured?;
-        eprintln!("  {n} worker(s): {:.0} acked readings/s ({:.1} CPU s)", arm.acked_rps, arm.cpu_s);
+        tracing::info!("  {n} worker(s): {:.0} acked readings/s ({:.1} CPU s)", arm.acked_rps, arm.cpu_s);
         arms.push((n, arm));
     }
     let one = arms[0].1.acked_rps;

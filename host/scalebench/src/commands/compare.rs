@@ -20,7 +20,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     });
     print!("{}", cmp.markdown());
     let written = cmp.write(&out)?;
-    eprintln!("compare: {} and {} charts in {}", written[0].display(), written.len() - 1, out.display());
+    tracing::info!("compare: {} and {} charts in {}", written[0].display(), written.len() - 1, out.display());
     gate(&args, &runs)
 }
 
@@ -37,7 +37,7 @@ fn gate(args: &CompareArgs, runs: &[RunResult]) -> anyhow::Result<()> {
     let compared: Vec<_> = runs[1..].iter().map(|r| (r, crate::gates::regressions(&runs[0], r, pct))).collect();
     if let Some(path) = &args.junit {
         crate::gates::write_junit(&crate::gates::compare_junit(&runs[0], &compared), path)?;
-        eprintln!("junit: {}", path.display());
+        tracing::info!("junit: {}", path.display());
     }
     let breaches: Vec<String> = compared.iter().flat_map(|(_, c)| c.iter().filter_map(|c| c.breach.clone())).collect();
     match (args.fail_on_regression, breaches.is_empty()) {

@@ -36,7 +36,7 @@ fn run_k8s(args: DeployK8sArgs) -> anyhow::Result<()> {
     if args.out == Path::new("-") {
         // stdout is the YAML alone (pipe it to `kubectl apply -f -`); the rest goes to stderr.
         std::io::stdout().write_all(m.yaml.as_bytes()).context("cannot write the manifests to stdout")?;
-        eprintln!("coordinator (add your run's flags; it must resolve the pods' names):\n  {run_line}");
+        tracing::info!("coordinator (add your run's flags; it must resolve the pods' names):\n  {run_line}");
         return Ok(());
     }
     let path = args.out.join(K8S_FILE);

@@ -103,7 +103,7 @@ pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
     let ids = crate::catalog::point_ids(&mut model, seed, tags)?;
     let n = tags as u64 * samples;
 
-    eprintln!(
+    tracing::info!(
         "gen --bench: model {}, {} tags x {} samples = {} values per run, best of {runs}, one thread{}",
         args.model,
         group(tags as u64),

@@ -35,8 +35,12 @@ pub fn measure(
 pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
     let tags = args.tags.clamp(1, 100_000);
     let samples = args.samples.clamp(2, 1_000_000) as u32;
-    eprintln!("gen --compression: a quick estimate (Gorilla bits counted, nothing stored); `scalebench storage` measures real stores");
-    eprintln!("gen --compression: {} tags x {} samples per model, series compressed one tag at a time", tags, samples);
+    tracing::info!("gen --compression: a quick estimate (Gorilla bits counted, nothing stored); `scalebench storage` measures real stores");
+    tracing::info!(
+        "gen --compression: {} tags x {} samples per model, series compressed one tag at a time",
+        tags,
+        samples
+    );
     let (ours, kinds) = measure(opts, &args.model, &args.params, tags, samples, args.seed)?;
     let (noise, _) = measure(opts, "noise", "{}", tags, samples, args.seed)?;
     let raw = 16.0; // an f64 value and an i64 timestamp

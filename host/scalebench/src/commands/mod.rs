@@ -21,6 +21,7 @@ pub mod run;
 pub mod stack;
 pub mod stack_start;
 pub mod storage;
+pub mod study;
 pub mod table;
 pub mod worker;
 

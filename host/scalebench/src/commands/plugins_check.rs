@@ -31,7 +31,7 @@ pub struct ChecksFailed(pub usize);
 pub fn run(opts: &PluginOptions, args: PluginsCheckArgs) -> anyhow::Result<()> {
     let rt = crate::catalog::runtime(&opts.limits())?;
     let mut report = Report::default();
-    eprintln!("checking {} against the plugin contract {}", args.plugin, plugin_runtime::CONTRACT_VERSION);
+    tracing::info!("checking {} against the plugin contract {}", args.plugin, plugin_runtime::CONTRACT_VERSION);
     match crate::catalog::load(&rt, &args.plugin) {
         Err(e) => plugin_check::load_refusal(&mut report, &e),
         Ok(plugin) => match plugin.world {
@@ -84,7 +84,7 @@ fn adapter(
     let (endpoints, stack) = if args.against.is_empty() {
         let mut run_args = run_args(&args.plugin, &params, &[], Path::new("."))?;
         run_args.stack.base_port = args.base_port;
-        eprintln!("starting the local stack the plan asks for ({})", plan.services.join(", "));
+        tracing::info!("starting the local stack the plan asks for ({})", plan.services.join(", "));
         let stack = tokio_rt
             .block_on(crate::commands::stack_start::start(&run_args, &plan, &args.plugin, &run_id, None))
             .context("cannot start the local stack to check against (or give a service with --against)")?;
@@ -195,7 +195,7 @@ fn round_trip(
 ) -> anyhow::Result<()> {
     let results = tempfile::tempdir().context("cannot make a temporary results directory")?;
     let args = run_args(target, params, endpoints, results.path())?;
-    eprintln!("round trip: one step of {POINTS} points (2 s warm-up, 5 s soak) through the real transport");
+    tracing::info!("round trip: one step of {POINTS} points (2 s warm-up, 5 s soak) through the real transport");
     if let Err(e) = crate::commands::run::run(opts, args) {
         report.fail(
             format!("round trip: the step could not run: {e:#}"),

@@ -35,7 +35,7 @@ fn stop_on_sigint() -> Arc<AtomicBool> {
     let s = stop.clone();
     std::thread::spawn(move || loop {
         if SIGINT_SEEN.load(Ordering::SeqCst) {
-            eprintln!("\ninterrupted: finishing the chunk in flight (Ctrl-C again to quit at once)");
+            tracing::info!("\ninterrupted: finishing the chunk in flight (Ctrl-C again to quit at once)");
             s.store(true, Ordering::SeqCst);
             return;
         }
@@ -105,20 +105,28 @@ pub fn prefill_with(
     let on_start = |r: &Report| {
         let left = r.rows_total.saturating_sub(r.rows_before);
         if r.rows_before > 0 || r.resumed {
-            eprintln!(
+            tracing::info!(
                 "prefill: resuming {}: {} of {} rows were written by an earlier run",
-                r.destination, r.rows_before, r.rows_total
+                r.destination,
+                r.rows_before,
+                r.rows_total
             );
         }
         if left == 0 || r.rows_before >= r.rows_total {
-            eprintln!(
+            tracing::info!(
                 "prefill: this history is already complete in {} ({} rows): nothing to add",
-                r.destination, r.rows_total
+                r.destination,
+                r.rows_total
             );
         } else {
-            eprintln!(
+            tracing::info!(
                 "prefill: {} points x {} intervals of {} s ({} .. {}) into {}",
-                r.points, r.intervals_total, r.interval_s, r.start_utc, r.end_utc, r.destination
+                r.points,
+                r.intervals_total,
+                r.interval_s,
+                r.start_utc,
+                r.end_utc,
+                r.destination
             );
         }
         *bar.borrow_mut() =
@@ -130,7 +138,7 @@ pub fn prefill_with(
         let _ = b.join();
     }
     let r = result?;
-    eprintln!(
+    tracing::info!(
         "prefill: {} rows added in {:.1} s ({:.0} rows/s){}{}; {} of {} rows of this history are stored",
         r.rows_added,
         r.duration_s,
@@ -164,7 +172,12 @@ pub async fn start_local(run_dir: &std::path::Path, base_port: u16) -> anyhow::R
     let mut so = StackOptions::new(run_dir).with_base_port(base_port);
     so.historian.bin = Some(std::env::current_exe()?);
     so.historian.leading_args = vec!["reference-historian".into()];
-    eprintln!("starting the local stack in {} (mqtt {}, postgres {})", run_dir.display(), so.mqtt_port, so.pg_port);
+    tracing::info!(
+        "starting the local stack in {} (mqtt {}, postgres {})",
+        run_dir.display(),
+        so.mqtt_port,
+        so.pg_port
+    );
     LocalStack::start(so).await.context("cannot start the local stack")
 }
 
@@ -240,7 +253,7 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
             let stack = tokio_rt.block_on(start_local(&run_dir, args.base_port))?;
             let r = destination(BTreeMap::from([("postgres".to_string(), stack.postgres_conn())]), BTreeMap::new(), &args.results_dir)
                 .and_then(|(dest, services)| prefill_with(opts, &spec, &target_params, &dest, &services, stop.clone()));
-            eprintln!("stopping the local stack (its data stays in {})", run_dir.display());
+            tracing::info!("stopping the local stack (its data stays in {})", run_dir.display());
             stack.stop();
             r?
         }
@@ -262,7 +275,7 @@ pub fn run(opts: &PluginOptions, args: PrefillArgs) -> anyhow::Result<()> {
         report.rows_total,
         if report.complete { " (complete)" } else { "" }
     );
-    eprintln!("results: {}", path.display());
+    tracing::info!("results: {}", path.display());
     if report.interrupted {
         return Err(PrefillInterrupted {
             written: report.rows_before + report.rows_added + report.rows_already_stored,

@@ -19,7 +19,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let runs = files.iter().map(|f| RunResult::load(f)).collect::<anyhow::Result<Vec<_>>>()?;
     let out = args.out.clone().unwrap_or_else(|| default_out(&files[0], &runs[0]));
     let written = crate::report::write(&runs, &out)?;
-    eprintln!(
+    tracing::info!(
         "report: {} ({} charts in {})",
         written.markdown.display(),
         written.charts.len(),

@@ -273,7 +273,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             let stop = stop.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("\ninterrupted: finishing the current measurement, keeping results, stopping the stack (Ctrl-C again to quit at once)");
+                    tracing::info!("\ninterrupted: finishing the current measurement, keeping results, stopping the stack (Ctrl-C again to quit at once)");
                     stop.store(true, Ordering::Relaxed);
                     if tokio::signal::ctrl_c().await.is_ok() {
                         std::process::exit(130);
@@ -285,7 +285,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         if let Some(addr) = args.output.metrics_listen {
             let m = crate::live_metrics::LiveMetrics::new(&cfg.target);
             let bound = crate::live_metrics::server::serve(addr, m.clone()).await?;
-            eprintln!("metrics: http://{bound}/metrics");
+            tracing::info!("metrics: http://{bound}/metrics");
             cfg.metrics = Some(m);
         }
         let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(&args, &plan, &cfg.target, &run_id, built_in_tls.as_ref()).await?;
@@ -301,7 +301,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             Some(Workers::Urls(urls)) => cfg.workers = urls.clone(),
             Some(Workers::Start(spec)) => match spec.start(std::time::Duration::from_secs(120)).await {
                 Ok(service) => {
-                    eprintln!("workers: Swarm service {} ({} workers)", service.name, service.urls.len());
+                    tracing::info!("workers: Swarm service {} ({} workers)", service.name, service.urls.len());
                     cfg.workers = service.urls.clone();
                     swarm = Some(service);
                 }
@@ -352,7 +352,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             if result.is_ok() {
                 let _ = std::fs::remove_dir_all(&dir);
             } else if dir.exists() {
-                eprintln!("the stack's files and logs are kept in {}", dir.display());
+                tracing::info!("the stack's files and logs are kept in {}", dir.display());
             }
         }
         let result = result?;
@@ -360,9 +360,9 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         if args.output.report {
             let dir = cfg.results_dir.join(format!("{}-report", cfg.run_id));
             let w = crate::report::write(std::slice::from_ref(&result), &dir)?;
-            eprintln!("report: {} and {}", w.html.display(), w.markdown.display());
+            tracing::info!("report: {} and {}", w.html.display(), w.markdown.display());
         }
-        eprintln!("results: {}", crate::results::RunResult::path_in(&cfg.results_dir, &cfg.run_id).display());
+        tracing::info!("results: {}", crate::results::RunResult::path_in(&cfg.results_dir, &cfg.run_id).display());
         if stop.load(Ordering::Relaxed) {
             return Err(crate::cli::Interrupted.into());
         }
@@ -374,7 +374,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
 fn gate(output: &crate::cli::RunOutput, result: &crate::results::RunResult) -> anyhow::Result<()> {
     if let Some(path) = &output.junit {
         crate::gates::write_junit(&crate::gates::run_junit(result, output.require_ceiling), path)?;
-        eprintln!("junit: {}", path.display());
+        tracing::info!("junit: {}", path.display());
     }
     match output.require_ceiling.and_then(|p| crate::gates::ceiling_breach(result, p)) {
         None => Ok(()),

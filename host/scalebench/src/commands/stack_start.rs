@@ -233,7 +233,7 @@ pub async fn start(
             let mut opts = local_stack::nats::NatsOptions::new(&run_dir, args.stack.nodes as usize);
             opts.sync_interval = args.stack.nats_sync_interval.clone();
             opts.tls = stack_tls(tls);
-            eprintln!(
+            tracing::info!(
                 "starting a{with_tls} local NATS JetStream stack of {} node(s) in {}",
                 args.stack.nodes,
                 run_dir.display()
@@ -264,7 +264,7 @@ pub async fn start(
             }
             so.mosquitto_acl_file = cal.mosquitto_acl.clone();
             so.tls = stack_tls(tls);
-            eprintln!(
+            tracing::info!(
                 "starting the{with_tls} local stack in {} (mqtt {}, postgres {})",
                 run_dir.display(),
                 so.mqtt_port,
@@ -353,7 +353,7 @@ fn start_haystack(
         ready_timeout: Duration::from_secs(30),
         tls: stack_tls(tls),
     };
-    eprintln!(
+    tracing::info!(
         "starting the local Haystack test server (not Haxall; docs/haystack-test-server.md) in {}",
         run_dir.display()
     );

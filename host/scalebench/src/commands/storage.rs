@@ -157,7 +157,7 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
             (t.path().to_path_buf(), Some(t))
         }
     };
-    eprintln!(
+    tracing::info!(
         "storage: {} points x {} intervals of {} s = {} readings per model, models {}",
         points,
         intervals,
@@ -182,21 +182,21 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
         )
     });
     for (i, model) in models.iter().enumerate() {
-        eprintln!("storage: {model}: generating");
+        tracing::info!("storage: {model}: generating");
         let r = generate(opts, model, points, start_ms, interval_ms, intervals as usize, args.seed, target)?;
         let n = r.len();
         let run = |s: &mut StoreResult, f: &dyn Fn() -> anyhow::Result<u64>| match f() {
             Ok(b) => s.push(model, n, b, Vec::new()),
             Err(e) => s.error = Some(format!("{model}: {e:#}")),
         };
-        eprintln!("storage: {model}: parquet");
+        tracing::info!("storage: {model}: parquet");
         run(&mut pq, &|| storage_cost::write_parquet(&r, &work.join(format!("{model}.parquet")), false));
         run(&mut pq_split, &|| storage_cost::write_parquet(&r, &work.join(format!("{model}-split.parquet")), true));
-        eprintln!("storage: {model}: tsink");
+        tracing::info!("storage: {model}: tsink");
         run(&mut ts, &|| storage_cost::write_tsink(&r, &work.join(format!("{model}-tsink"))));
         drop(r);
         if let Some(pg) = pg.as_mut() {
-            eprintln!("storage: {model}: {} through prefill into a fresh local stack", args.target);
+            tracing::info!("storage: {model}: {} through prefill into a fresh local stack", args.target);
             let dir = work.join(format!("{model}-stack"));
             match measure_target(
                 opts,
@@ -275,6 +275,6 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     });
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!("results: {}", path.display());
+    tracing::info!("results: {}", path.display());
     Ok(())
 }

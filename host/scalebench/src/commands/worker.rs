@@ -32,10 +32,11 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
         })?);
     }
     let rt = crate::async_runtime::two_threads()?;
-    rt.block_on(worker::serve(worker::Options {
-        listen,
-        index,
-        limits: plugin.limits(),
-        metrics_listen: args.metrics_listen,
+    let options = worker::Options { listen, index, limits: plugin.limits(), metrics_listen: args.metrics_listen };
+    rt.block_on(worker::serve(options, |addr| {
+        // The one line a script or a test waits for, on stdout.
+        println!("worker listening on http://{addr}");
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
     }))
 }

@@ -361,7 +361,7 @@ impl Workers {
                                     w.name(n),
                                     silent.as_secs()
                                 ));
-                                eprintln!("  {}", s.lost.as_ref().unwrap());
+                                tracing::warn!("  {}", s.lost.as_ref().unwrap());
                             } else {
                                 running += 1;
                             }

@@ -180,9 +180,10 @@ impl Service {
     /// gone, so their ports are free again.
     pub async fn remove(&self) {
         if let Err(e) = self.docker.delete_service(&self.name).await {
-            eprintln!(
+            tracing::info!(
                 "workers: could not remove the Swarm service {}: {e} (remove it with `docker service rm {}`)",
-                self.name, self.name
+                self.name,
+                self.name
             );
             return;
         }
@@ -205,7 +206,7 @@ impl Service {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        eprintln!("workers: removed the Swarm service {}", self.name);
+        tracing::info!("workers: removed the Swarm service {}", self.name);
     }
 }
 

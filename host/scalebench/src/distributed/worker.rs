@@ -134,7 +134,7 @@ impl Worker {
         *self.state.lock().unwrap() = s;
     }
     fn failed(&self, why: String) -> Response {
-        eprintln!("worker: {why}");
+        tracing::warn!("worker: {why}");
         *self.error.lock().unwrap() = Some(why.clone());
         self.set(State::Failed);
         fail(StatusCode::UNPROCESSABLE_ENTITY, why)
@@ -200,7 +200,7 @@ async fn init(w: Arc<Worker>, body: Bytes) -> Response {
         Err(e) => return w.failed(format!("cannot reach the target from this worker: {e:#}")),
     };
     let detail = format!("shard {} of {}: {} via {}", req.index + 1, req.count, req.target.name, carrier.describe());
-    eprintln!("worker: {detail}");
+    tracing::info!("worker: {detail}");
     *w.loaded.lock().unwrap() = Some(Loaded {
         index: req.index,
         count: req.count,
@@ -444,8 +444,9 @@ async fn stop(w: Arc<Worker>) -> Response {
     (StatusCode::OK, "stopping").into_response()
 }
 
-/// Serve the control API until the process is stopped.
-pub async fn serve(opts: Options) -> anyhow::Result<()> {
+/// Serve the control API until the process is stopped; `listening` hears
+/// the bound address once it accepts connections.
+pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (choose another with --listen)", opts.listen))?;
@@ -462,7 +463,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     });
     if let (Some(addr), Some(m)) = (opts.metrics_listen, &w.metrics) {
         let bound = crate::live_metrics::server::serve(addr, m.clone()).await?;
-        println!("worker metrics on http://{bound}/metrics");
+        tracing::info!("worker metrics on http://{bound}/metrics");
     }
     // The coordinator's heartbeat: a load nobody watches stops.
     let watchdog = w.clone();
@@ -472,7 +473,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             let running = matches!(*watchdog.state.lock().unwrap(), State::Running);
             let silent = watchdog.last_contact.lock().unwrap().elapsed();
             if running && silent > wire::COORDINATOR_SILENCE {
-                eprintln!("worker: no word from the coordinator for {} s; stopping the load", silent.as_secs());
+                tracing::warn!("worker: no word from the coordinator for {} s; stopping the load", silent.as_secs());
                 watchdog.step.lock().unwrap().stop.store(true, Ordering::Relaxed);
             }
         }
@@ -487,10 +488,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         .route("/v1/result", get(|AxState(w): AxState<Arc<Worker>>| result(w)))
         .route("/v1/stop", post(|AxState(w): AxState<Arc<Worker>>| stop(w)))
         .with_state(w);
-    // The one line a script or a test waits for.
-    println!("worker listening on http://{addr}");
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
+    listening(addr);
     axum::serve(listener, app).await?;
     Ok(())
 }

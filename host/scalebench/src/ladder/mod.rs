@@ -92,7 +92,7 @@ pub async fn run(
         TransportPlan::Http => {
             let rules = crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0)));
             if !crate::transport::http::IngestRules::judged_by_adapter(&rules) {
-                eprintln!("warning: {}", crate::transport::http::NO_HTTP_INGEST);
+                tracing::warn!("{}", crate::transport::http::NO_HTTP_INGEST);
             }
             Some(Arc::new(rules))
         }
@@ -204,10 +204,10 @@ pub async fn run(
     }
     // The carrier's bare round trip: the floor every ack latency stands beside.
     let floor = floor::measure_floor(&mut session, &stop).await;
-    eprintln!("floor: {}", crate::format::floor(&floor));
+    tracing::info!("floor: {}", crate::format::floor(&floor));
     result.floor = Some(floor);
     result.save(&path).with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!("results: {}", path.display());
+    tracing::info!("results: {}", path.display());
 
     let nproc = result.hardware.nproc.max(1);
     let progress = crate::progress::Progress::for_stderr().with_metrics(cfg.metrics.clone());
@@ -312,7 +312,7 @@ async fn start_workers(
     tokio::task::spawn_blocking(move || {
         let w = coordinator::Workers::connect(&urls, std::time::Duration::from_secs(60))?;
         w.init(&template)?;
-        eprintln!("workers: {} ready ({})", w.len(), urls.join(", "));
+        tracing::info!("workers: {} ready ({})", w.len(), urls.join(", "));
         Ok(w)
     })
     .await?

@@ -208,7 +208,7 @@ pub fn run(
         None => fresh(),
     };
     if let Some(n) = &note {
-        eprintln!("prefill: {n}");
+        tracing::info!("prefill: {n}");
     }
     save(&path, &job)?;
 

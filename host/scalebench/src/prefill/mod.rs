@@ -109,7 +109,12 @@ pub fn progress_bar(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+        let target = if crate::logging::quiet() || crate::logging::json() {
+            indicatif::ProgressDrawTarget::hidden()
+        } else {
+            indicatif::ProgressDrawTarget::stderr()
+        };
+        let bar = indicatif::ProgressBar::with_draw_target(Some(total), target);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "prefill {bar:40} {human_pos}/{human_len} rows  {per_sec}  eta {eta}",

@@ -226,7 +226,7 @@ impl HostServices for StackServices {
             LogLevel::Error => "error",
         };
         for line in message.lines() {
-            eprintln!("[{plugin}] {level}: {line}");
+            tracing::info!("[{plugin}] {level}: {line}");
         }
     }
 

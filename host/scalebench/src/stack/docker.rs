@@ -347,7 +347,7 @@ impl DockerStack {
         images_present(&docker, &project).await?;
         let nats_settings = nats_settings(&docker, &project, opts.nats_sync_interval.as_deref()).await?;
         // Only now, with every refusal behind it, is anything started.
-        eprintln!("starting the docker stack {} from {}", project.name, opts.compose_file.display());
+        tracing::info!("starting the docker stack {} from {}", project.name, opts.compose_file.display());
         let root_dir = docker.info().await.ok().and_then(|i| i.docker_root_dir).map(PathBuf::from);
         let mut stack = DockerStack {
             network: format!("{}_default", project.name),
@@ -906,7 +906,7 @@ impl StackDriver for DockerStack {
 
     fn stop(mut self: Box<Self>) {
         if self.remove_on_stop {
-            eprintln!("removing the docker stack {}", self.project.name);
+            tracing::info!("removing the docker stack {}", self.project.name);
             block_on(self.down());
         }
     }

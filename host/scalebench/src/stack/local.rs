@@ -85,7 +85,7 @@ impl StackDriver for LocalStack {
         BTreeMap::from([("cpu".to_string(), "none (local processes, uncapped)".to_string())])
     }
     fn stop(self: Box<Self>) {
-        eprintln!("stopping the local stack");
+        tracing::info!("stopping the local stack");
         tokio::task::block_in_place(|| LocalStack::stop(*self));
     }
 }
@@ -137,7 +137,7 @@ impl StackDriver for NatsCluster {
         BTreeMap::from([("cpu".to_string(), "none (local processes, uncapped)".to_string())])
     }
     fn stop(self: Box<Self>) {
-        eprintln!("stopping the local NATS stack");
+        tracing::info!("stopping the local NATS stack");
         tokio::task::block_in_place(|| NatsCluster::stop(*self));
     }
 }
@@ -191,7 +191,7 @@ impl StackDriver for LocalHaystack {
         BTreeMap::from([("cpu".to_string(), "none (local processes, uncapped)".to_string())])
     }
     fn stop(self: Box<Self>) {
-        eprintln!("stopping the local Haystack server");
+        tracing::info!("stopping the local Haystack server");
         tokio::task::block_in_place(|| self.server.stop());
     }
 }

@@ -10,4 +10,4 @@
 pub mod nats;
 pub mod report;
 
-pub use nats::{run, run_study, StudyNatsArgs};
+pub use nats::{run_study, StudyNatsArgs};

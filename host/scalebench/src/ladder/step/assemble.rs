@@ -70,7 +70,7 @@ pub(super) async fn assemble(
         }
     }
     if !d.counts.error_samples.is_empty() {
-        eprintln!("  transport errors: {}", d.counts.error_samples.join("; "));
+        tracing::warn!("  transport errors: {}", d.counts.error_samples.join("; "));
     }
     let r = &o.report;
     let counts = &d.counts;

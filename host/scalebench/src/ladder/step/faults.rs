@@ -47,7 +47,7 @@ impl FaultClock {
                 self.injected.push(InjectedFault { service: service.to_string(), action: action.into(), at_load_s })
             }
             Err(e) => {
-                eprintln!("  fault: {e}");
+                tracing::info!("  fault: {e}");
                 self.unmeasured.push(format!("fault {action} {service}: {e}"));
             }
         }
@@ -98,11 +98,11 @@ impl FaultClock {
             for (service, r) in results {
                 match kind {
                     FaultKind::Kill => {
-                        eprintln!("  fault: {label} {service} (the stack's supervisor brings it back)");
+                        tracing::info!("  fault: {label} {service} (the stack's supervisor brings it back)");
                         self.record(&service, "kill", r);
                     }
                     FaultKind::Freeze(d) => {
-                        eprintln!("  fault: {label} {service} for {:.0} s", d.as_secs_f64());
+                        tracing::info!("  fault: {label} {service} for {:.0} s", d.as_secs_f64());
                         if r.is_ok() {
                             self.thaw.push((now + d, service.clone()));
                         }
@@ -114,7 +114,7 @@ impl FaultClock {
         let due: Vec<String> = self.thaw.iter().filter(|(at, _)| now >= *at).map(|(_, s)| s.clone()).collect();
         self.thaw.retain(|(at, _)| now < *at);
         for service in due {
-            eprintln!("  fault: SIGCONT {service}");
+            tracing::info!("  fault: SIGCONT {service}");
             let r = stack.signal(&service, libc::SIGCONT);
             self.record(&service, "thaw", r);
         }

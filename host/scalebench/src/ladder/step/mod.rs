@@ -120,7 +120,7 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     let live = transport.live().clone();
     let drained = drain(&env, session, transport, &offered).await;
     for service in offered.frozen.drain(..) {
-        eprintln!("  fault: SIGCONT {service} (end of step)");
+        tracing::info!("  fault: SIGCONT {service} (end of step)");
         let _ = env.stack.signal(&service, libc::SIGCONT);
     }
     let drained = drained?;

@@ -103,7 +103,7 @@ pub(super) async fn offer(
         };
         tokio::task::spawn_blocking(move || {
             for why in w.barrier() {
-                eprintln!("  {why}");
+                tracing::info!("  {why}");
             }
             w.start(&start);
         })
@@ -378,7 +378,7 @@ pub(super) async fn offer(
             o.live_samples.push(ls);
             if let Some(why) = trip {
                 if o.live_safety.is_none() {
-                    eprintln!("  live-safety tripped: {why}; stopping the step");
+                    tracing::warn!("  live-safety tripped: {why}; stopping the step");
                     o.live_safety = Some(why);
                     step_stop.store(true, Ordering::Relaxed);
                 }

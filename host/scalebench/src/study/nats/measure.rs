@@ -119,9 +119,9 @@ pub(super) async fn measure(
 
 pub(super) fn progress(r: &ThroughputRow) {
     if let Some(s) = &r.skipped {
-        eprintln!("  {:<28} skipped: {s}", r.name);
+        tracing::info!("  {:<28} skipped: {s}", r.name);
     } else if r.kind == "core" {
-        eprintln!(
+        tracing::info!(
             "  {:<28} pub {:>10.0} msgs/s  deliveries {:>10.0} msgs/s  ({} of {} delivered){}",
             r.name,
             r.pub_msgs_per_s,
@@ -131,7 +131,7 @@ pub(super) fn progress(r: &ThroughputRow) {
             r.first_error.as_deref().map(|e| format!("  error: {e}")).unwrap_or_default()
         );
     } else {
-        eprintln!(
+        tracing::info!(
             "  {:<28} acked {:>9.0} writes/s  ({} acked, {} stored, {} errors){}",
             r.name,
             r.pub_msgs_per_s,
@@ -145,10 +145,15 @@ pub(super) fn progress(r: &ThroughputRow) {
 
 pub(super) fn progress_delay(r: &DelayRow) {
     match &r.error {
-        Some(e) => eprintln!("  {:<28} error: {e}", r.name),
-        None => eprintln!(
+        Some(e) => tracing::warn!("  {:<28} error: {e}", r.name),
+        None => tracing::info!(
             "  {:<28} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  ({} of {})",
-            r.name, r.p50_ms, r.p99_ms, r.max_ms, r.received, r.count
+            r.name,
+            r.p50_ms,
+            r.p99_ms,
+            r.max_ms,
+            r.received,
+            r.count
         ),
     }
 }

@@ -99,15 +99,6 @@ pub use record::{
 
 use measure::{measure, Collected};
 
-/// Run the study and print where its results are.
-pub fn run(args: StudyNatsArgs) -> anyhow::Result<()> {
-    let dir = run_study(args)?;
-    println!("study written to {}", dir.display());
-    println!("  report: {}", dir.join("report.md").display());
-    println!("  data:   {}", dir.join("study.json").display());
-    Ok(())
-}
-
 fn split_urls(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
 }
@@ -151,7 +142,7 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let started_utc = utc_now();
     let host_before = host_load();
     let hardware = crate::hardware::describe(&out_dir);
-    eprintln!("study nats: results go to {}", out_dir.display());
+    tracing::info!("study nats: results go to {}", out_dir.display());
 
     // The target: a local cluster (started here, on this thread) or --url.
     let mut notes = Vec::new();
@@ -174,7 +165,7 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
                 .prefix("scalebench-study-nats-")
                 .tempdir_in(store_parent())
                 .context("cannot create a directory for the NATS stores")?;
-            eprintln!("study nats: starting {} nats-server node(s) on 127.0.0.1 …", args.nodes);
+            tracing::info!("study nats: starting {} nats-server node(s) on 127.0.0.1 …", args.nodes);
             let c = NatsCluster::start(NatsOptions::new(tmp.path(), args.nodes)).map_err(|e| anyhow!("{e}"))?;
             let t = Target {
                 kind: "local".into(),
@@ -277,7 +268,7 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let json = serde_json::to_string_pretty(&result)?;
     write_atomic(&out_dir.join("study.json"), json.as_bytes())?;
     write_atomic(&out_dir.join("report.md"), report::markdown(&result).as_bytes())?;
-    eprintln!("study nats: {} in {:.1} s", result.ended_because, result.wall_seconds);
+    tracing::info!("study nats: {} in {:.1} s", result.ended_because, result.wall_seconds);
     if interrupted {
         return Err(crate::error::Interrupted.into());
     }
