@@ -31,6 +31,8 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # A real Prometheus server scrapes `run --metrics-listen` in its test.
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
+# A replayed run's readings are compared byte for byte under a fixed clock.
+command -v faketime >/dev/null 2>&1 || need_apt+=(faketime)
 # `make lint` checks the import graph with a small Python script.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # A virtualenv holds kubernetes-validate (below); Debian's python3 needs python3-venv for one.
