@@ -103,7 +103,7 @@ pub fn write(dir: &Path, benchmark: &str, figures: Vec<Figure>) -> std::io::Resu
         benchmark: benchmark.to_string(),
         finished_utc: crate::clock::utc_now(),
         command_line: std::env::args().collect(),
-        machine: crate::hardware::describe(dir.parent().filter(|p| p.exists()).unwrap_or(Path::new("."))),
+        machine: crate::results::Hardware::describe(dir.parent().filter(|p| p.exists()).unwrap_or(Path::new("."))),
         figures,
     };
     let path = path_in(dir, benchmark);

@@ -107,6 +107,8 @@ pub fn summarize(sent: &[(u64, i64)], seen: &Seen, acked: &BTreeMap<u64, i64>, s
         first_third_median_s: if third > 0 { median(&lags_in_order[..third]) } else { None },
         last_third_median_s: if third > 0 { median(&lags_in_order[lags_in_order.len() - third..]) } else { None },
         poll_interval_s: POLL.as_secs_f64(),
+        // The verdict records the limit it applies.
+        p95_limit_s: None,
     }
 }
 

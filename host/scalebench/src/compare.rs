@@ -339,8 +339,8 @@ impl<'a> Comparison<'a> {
                 row.push(match Self::step(r, p) {
                     None => "not run".into(),
                     Some(s) => match s.reasons.first() {
-                        Some(why) => format!("{}: {}", format::status(s.status), cell(why)),
-                        None => format::status(s.status).into(),
+                        Some(why) => format!("{}: {}", crate::results::Status::words(s.status), cell(why)),
+                        None => crate::results::Status::words(s.status).into(),
                     },
                 });
             }

@@ -6,8 +6,6 @@
 //! Not here: what a number means or which fields are shown (that is the
 //! views' business: `report`, `compare`).
 
-use crate::results::Status;
-
 /// How an unmeasured value is shown, everywhere.
 pub const NOT_MEASURED: &str = "n/m";
 
@@ -87,26 +85,6 @@ pub fn latency(s: Option<f64>, resolution_s: Option<f64>) -> String {
     } else {
         seconds(s)
     }
-}
-
-/// The floor as one line: "p50 92 µs, p90 131 µs, p99 340 µs, min 71 µs
-/// (200 round trips: MQTT broker …, one message at a time)".
-pub fn floor(f: &crate::results::Floor) -> String {
-    let q = &f.round_trip;
-    let r = Some(f.resolution_s);
-    let figures = if q.count == 0 {
-        NOT_MEASURED.to_string()
-    } else {
-        format!(
-            "p50 {}, p90 {}, p99 {}, min {}",
-            latency(q.p50_s, r),
-            latency(q.p90_s, r),
-            latency(q.p99_s, r),
-            latency(q.min_s, r)
-        )
-    };
-    let problem = f.problem.as_ref().map(|p| format!("; {p}")).unwrap_or_default();
-    format!("{figures} ({} of {} round trips: {}{problem})", thousands(q.count), thousands(f.asked), f.carrier)
 }
 
 /// A fraction as a percentage with two decimals: 0.9969 → "99.69%".
@@ -198,17 +176,6 @@ pub fn delta(new: Option<f64>, base: Option<f64>, fmt: fn(f64) -> String) -> Str
         format!("{sign}{shown} ({sign}{:.1}%)", (d / b * 100.0).abs())
     } else {
         format!("{sign}{shown}")
-    }
-}
-
-/// A step's status in words.
-pub fn status(s: Status) -> &'static str {
-    match s {
-        Status::Pass => "pass",
-        Status::PassUnwatched => "pass (health not watched)",
-        Status::Fail => "fail",
-        Status::Inconclusive => "inconclusive",
-        Status::Interrupted => "interrupted",
     }
 }
 

@@ -12,8 +12,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::Error;
 
 pub const BAD_IN_A_ROW: u32 = 3;
@@ -25,15 +23,7 @@ pub struct Config {
     pub load_factor: f64,
 }
 
-/// One live-safety sample, kept in the result.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct LiveSample {
-    pub elapsed_s: f64,
-    pub load_per_cpu: Option<f64>,
-    pub live_latency_s: Option<f64>,
-    /// Why this sample was bad, if it was.
-    pub bad: Option<String>,
-}
+pub use crate::results::LiveSample;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Baseline {

@@ -50,7 +50,7 @@ pub struct RunResult {
     /// "http:api"): protocol version and cipher suite as negotiated, and
     /// whether a client certificate was presented. Empty: no TLS.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tls: BTreeMap<String, crate::tls::Negotiated>,
+    pub tls: BTreeMap<String, Negotiated>,
     /// The resolved plan: every `run` flag's value (given, from `--plan` or
     /// `--again`, or default), by long name; `run --again` runs it again.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -81,6 +81,28 @@ pub struct Hardware {
     pub hostname: String,
 }
 
+impl Hardware {
+    /// The hardware of this machine; `dir` is where disk free is measured (the
+    /// results directory or the stack's data directory).
+    pub fn describe(dir: &Path) -> Hardware {
+        use crate::hardware::*;
+        let (l1, l5, l15) = crate::hardware::load_avg().unwrap_or((0.0, 0.0, 0.0));
+        let (kernel, hostname) = crate::hardware::uname();
+        Hardware {
+            nproc: nproc(),
+            cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
+            cpu_affinity: cpu_affinity().unwrap_or_default(),
+            ram_bytes: ram_bytes().unwrap_or(0),
+            disk_free_bytes: disk_free_bytes(dir).unwrap_or(0),
+            load_avg_1m: l1,
+            load_avg_5m: l5,
+            load_avg_15m: l15,
+            kernel,
+            hostname,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -99,6 +121,17 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status in words ("pass", "pass (health not watched)", …).
+    pub fn words(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::PassUnwatched => "pass (health not watched)",
+            Status::Fail => "fail",
+            Status::Inconclusive => "inconclusive",
+            Status::Interrupted => "interrupted",
+        }
+    }
+
     /// Pass, with or without watched health: the ladder climbs on.
     pub fn passed(self) -> bool {
         matches!(self, Status::Pass | Status::PassUnwatched)
@@ -134,7 +167,7 @@ pub struct StepResult {
     pub unmeasured: Vec<String>,
     /// Live-safety samples (host load per CPU, live URL latency).
     #[serde(default)]
-    pub live_safety: Vec<crate::live_safety::LiveSample>,
+    pub live_safety: Vec<LiveSample>,
     /// Acknowledgement latency from each reading's intended send time and
     /// from its actual send, over the soak; the longest silence.
     #[serde(default)]
@@ -285,6 +318,34 @@ pub struct Floor {
     /// Why there is no floor (the carrier did not answer), when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+impl Floor {
+    /// The floor as one line: "p50 92 µs, p90 131 µs, p99 340 µs, min 71 µs
+    /// (200 round trips: MQTT broker …, one message at a time)".
+    pub fn line(&self) -> String {
+        let f = self;
+        let q = &f.round_trip;
+        let r = Some(f.resolution_s);
+        let figures = if q.count == 0 {
+            crate::format::NOT_MEASURED.to_string()
+        } else {
+            format!(
+                "p50 {}, p90 {}, p99 {}, min {}",
+                crate::format::latency(q.p50_s, r),
+                crate::format::latency(q.p90_s, r),
+                crate::format::latency(q.p99_s, r),
+                crate::format::latency(q.min_s, r)
+            )
+        };
+        let problem = f.problem.as_ref().map(|p| format!("; {p}")).unwrap_or_default();
+        format!(
+            "{figures} ({} of {} round trips: {}{problem})",
+            crate::format::thousands(q.count),
+            crate::format::thousands(f.asked),
+            f.carrier
+        )
+    }
 }
 
 /// Outcomes of the readings offered, as Jepsen classifies them: ok (acked
@@ -466,6 +527,10 @@ pub struct Lag {
     pub last_third_median_s: Option<f64>,
     /// How often storage was polled for canaries (bounds the lag's resolution).
     pub poll_interval_s: f64,
+    /// The p95 lag limit the verdict applied (s); None in results written
+    /// before it was recorded (reports then draw no limit).
+    #[serde(default)]
+    pub p95_limit_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -696,8 +761,61 @@ pub fn fresh_run_id(dir: &Path, suffix: &str) -> String {
     id
 }
 
+/// One live-safety sample, kept in the result.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LiveSample {
+    pub elapsed_s: f64,
+    pub load_per_cpu: Option<f64>,
+    pub live_latency_s: Option<f64>,
+    /// Why this sample was bad, if it was.
+    pub bad: Option<String>,
+}
+
+/// What a TLS connection negotiated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Negotiated {
+    /// e.g. "TLSv1.3".
+    pub protocol: String,
+    /// e.g. "TLS13_AES_256_GCM_SHA384".
+    pub cipher_suite: String,
+    /// A client certificate was configured (mutual TLS).
+    pub client_certificate: bool,
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn this_machine_is_described() {
+        use crate::hardware::*;
+        let h = super::Hardware::describe(std::path::Path::new("/definitely/not/here"));
+        assert!(h.nproc >= 1);
+        assert!(!h.cpu_affinity.is_empty(), "{h:?}");
+        assert_eq!(
+            h.nproc as usize,
+            h.cpu_affinity
+                .split(',')
+                .map(|r| match r.split_once('-') {
+                    Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                    None => 1,
+                })
+                .sum::<usize>()
+        );
+        assert!(h.ram_bytes > 1 << 20, "{h:?}");
+        assert!(h.disk_free_bytes > 0, "{h:?}");
+        assert!(h.kernel.starts_with("Linux "), "{h:?}");
+        assert!(!h.hostname.is_empty());
+        // The peak read after the resident size: other tests allocate meanwhile.
+        let rss = self_rss_bytes();
+        assert!(rss > 0 && self_peak_rss_bytes() >= rss);
+        let t0 = self_cpu_seconds();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(self_cpu_seconds() > t0);
+    }
     #[test]
     fn a_fresh_run_id_never_names_a_result_already_written() {
         let dir = tempfile::tempdir().unwrap();

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use serde::{Deserialize, Serialize};
 
 /// The TLS settings of a command, as its flags give them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -338,16 +337,7 @@ pub async fn preflight_nats(service: &str, host: &str, port: u16) -> Result<(), 
     Ok(())
 }
 
-/// What a TLS connection negotiated.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Negotiated {
-    /// e.g. "TLSv1.3".
-    pub protocol: String,
-    /// e.g. "TLS13_AES_256_GCM_SHA384".
-    pub cipher_suite: String,
-    /// A client certificate was configured (mutual TLS).
-    pub client_certificate: bool,
-}
+pub use crate::results::Negotiated;
 
 static NEGOTIATED: Mutex<BTreeMap<String, Negotiated>> = Mutex::new(BTreeMap::new());
 

@@ -2,6 +2,7 @@
 //! Modules by concern; each test talks to real things: real WebAssembly
 //! components built from plugins/ and tests/bad-plugins/, the real binary.
 
+mod architecture_paths;
 mod ci_gates;
 mod cli_gen;
 mod common;
@@ -15,6 +16,7 @@ mod honesty;
 mod hostile_adapters;
 mod http;
 mod ladder;
+mod layers;
 mod live_metrics;
 mod logs;
 mod models;

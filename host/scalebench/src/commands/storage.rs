@@ -70,10 +70,10 @@ fn measure_target(
     port: u16,
 ) -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
     let tokio_rt = crate::async_runtime::two_threads()?;
-    let stack = tokio_rt.block_on(super::prefill::start_local(dir, port))?;
+    let stack = tokio_rt.block_on(crate::prefill::operation::start_local(dir, port))?;
     let conn = stack.postgres_conn();
     let measured = (|| -> anyhow::Result<(u64, u64, Vec<(String, u64)>)> {
-        let mut spec = super::prefill::spec(
+        let mut spec = crate::prefill::operation::spec(
             model,
             "{}",
             &args.target,
@@ -84,13 +84,13 @@ fn measure_target(
             args.seed,
         );
         spec.end_ms = Some(end_ms);
-        let (dest, services) = super::prefill::destination(
+        let (dest, services) = crate::prefill::operation::destination(
             [("postgres".to_string(), conn.clone())].into_iter().collect(),
             Default::default(),
             dir,
         )?;
-        let r = super::prefill::prefill_with(
-            opts,
+        let r = crate::prefill::operation::prefill_with(
+            &opts.limits(),
             &spec,
             &args.target_params,
             &dest,
@@ -264,7 +264,7 @@ pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     let json = serde_json::json!({
         "schema_version": 1,
         "command_line": std::env::args().collect::<Vec<_>>(),
-        "hardware": crate::hardware::describe(&args.results_dir),
+        "hardware": crate::results::Hardware::describe(&args.results_dir),
         "points": points,
         "hours": args.hours,
         "interval_s": interval_ms as f64 / 1000.0,

@@ -161,7 +161,7 @@ pub async fn run(
         interval_s: cfg.interval.as_secs_f64(),
         warmup_s: cfg.warmup.as_secs_f64(),
         soak_s: cfg.soak.as_secs_f64(),
-        hardware: hardware::describe(&cfg.results_dir),
+        hardware: crate::results::Hardware::describe(&cfg.results_dir),
         commits,
         plugins: plugins_used,
         caps,
@@ -204,7 +204,7 @@ pub async fn run(
     }
     // The carrier's bare round trip: the floor every ack latency stands beside.
     let floor = floor::measure_floor(&mut session, &stop).await;
-    tracing::info!("floor: {}", crate::format::floor(&floor));
+    tracing::info!("floor: {}", floor.line());
     result.floor = Some(floor);
     result.save(&path).with_context(|| format!("cannot write {}", path.display()))?;
     tracing::info!("results: {}", path.display());
@@ -251,7 +251,7 @@ pub async fn run(
             &format!(
                 "step {} points: {}{}",
                 crate::format::thousands(points),
-                crate::format::status(status),
+                crate::results::Status::words(status),
                 if step.reasons.is_empty() { String::new() } else { format!(" - {}", step.reasons.join("; ")) }
             ),
         );

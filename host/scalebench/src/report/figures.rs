@@ -17,7 +17,6 @@ use super::series;
 use crate::chart::{BarChart, Line, LineChart, Markers, Rule, Series, Svg};
 use crate::format::{self, bytes, compact, seconds, thousands, whole};
 use crate::results::{RunResult, Sample, StepResult};
-use crate::verdict;
 
 /// One chart of a report, rendered, or why it could not be drawn.
 #[derive(Debug, Clone)]
@@ -124,7 +123,7 @@ pub fn step(r: &RunResult, n: usize, s: &StepResult) -> Vec<Figure> {
         thousands(s.points),
         compact(r.interval_s),
         whole(s.target_rps),
-        format::status(s.status)
+        crate::results::Status::words(s.status)
     );
     let c = StepCtx { r, s, n, sub };
     let (cpu, memory) = resources(&c);
@@ -235,11 +234,13 @@ fn latency(c: &StepCtx) -> Figure {
 /// The lag of every canary (the latest per sample in an older result).
 fn lag(c: &StepCtx) -> Figure {
     let s = c.s;
-    let mut rules = vec![Rule {
-        name: format!("rule: p95 < {}", seconds(verdict::MAX_P95_LAG_S)),
-        value: verdict::MAX_P95_LAG_S,
-        limit: true,
-    }];
+    // The limit the run applied, as its result recorded it.
+    let mut rules: Vec<Rule> = s
+        .lag
+        .p95_limit_s
+        .map(|l| Rule { name: format!("rule: p95 < {}", seconds(l)), value: l, limit: true })
+        .into_iter()
+        .collect();
     for (name, p) in [("p50", s.lag.p50_s), ("p95", s.lag.p95_s)] {
         if let Some(p) = p {
             rules.push(Rule { name: format!("{name} {}", seconds(p)), value: p, limit: false });

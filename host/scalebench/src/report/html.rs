@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::figures::Figure;
 use super::{durability_text, hardware_rows, run_rows, Report, RunReport};
 use crate::chart::escape;
-use crate::format::{status, thousands};
+use crate::format::thousands;
 use crate::results::{Status, StepResult};
 
 const STYLE: &str = "
@@ -48,7 +48,7 @@ pub fn render(report: &Report) -> String {
 }
 
 fn class(s: Status) -> &'static str {
-    status(s)
+    crate::results::Status::words(s)
 }
 
 fn render_run(run: &RunReport, heading: bool, h: &mut String) {
@@ -115,7 +115,7 @@ fn render_run(run: &RunReport, heading: bool, h: &mut String) {
             step.points,
             thousands(step.points),
             class(step.status),
-            status(step.status)
+            crate::results::Status::words(step.status)
         );
         if !step.reasons.is_empty() || !step.unmeasured.is_empty() {
             h.push_str("<ul class=\"reasons\">\n");

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::table::{cell, markdown as table_markdown};
 use super::{durability_text, hardware_rows, run_rows, Report};
-use crate::format::{status, thousands};
+use crate::format::thousands;
 use crate::results::StepResult;
 
 pub fn render(report: &Report) -> String {
@@ -41,7 +41,8 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(m, "\nCommand line:\n\n```sh\n{}\n```\n", run.table.command);
         let _ = writeln!(m, "![{}]({})\n\n{}\n", run.ladder.title, run.chart_file(&run.ladder), run.ladder.caption);
         for (step, figs) in &run.steps {
-            let _ = writeln!(m, "### {} points: {}\n", thousands(step.points), status(step.status));
+            let _ =
+                writeln!(m, "### {} points: {}\n", thousands(step.points), crate::results::Status::words(step.status));
             for reason in &step.reasons {
                 let _ = writeln!(m, "- {}", cell(reason));
             }

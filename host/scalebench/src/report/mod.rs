@@ -80,7 +80,7 @@ impl RunReport<'_> {
             format!(
                 "{} points: {} — {}",
                 crate::format::thousands(s.points),
-                crate::format::status(s.status),
+                crate::results::Status::words(s.status),
                 s.reasons.first().map(String::as_str).unwrap_or("no reason recorded")
             )
         })
@@ -194,7 +194,7 @@ pub fn run_rows(r: &RunResult) -> Vec<(&'static str, String)> {
     }
     rows.push((
         "Floor (bare round trip before step 1)",
-        r.floor.as_ref().map(crate::format::floor).unwrap_or_else(|| "not recorded in this result".into()),
+        r.floor.as_ref().map(crate::results::Floor::line).unwrap_or_else(|| "not recorded in this result".into()),
     ));
     rows
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::format::{latency, measured, measured_seconds, percent, seconds, status, thousands, whole};
+use crate::format::{latency, measured, measured_seconds, percent, seconds, thousands, whole};
 use crate::results::{ProbeResult, RunResult, Status, StepResult};
 
 /// One run's table, cells as plain text (escaped by each view).
@@ -154,7 +154,7 @@ pub fn run_table(r: &RunResult) -> RunTable {
         let i = &s.ingest;
         let mut row = vec![
             thousands(s.points),
-            status(s.status).to_string(),
+            crate::results::Status::words(s.status).to_string(),
             whole(g.offered_rps),
             whole(g.achieved_rps),
             if by_payload { whole(i.stored_rps_by_payload) } else { measured(i.stored_rps) },
@@ -190,8 +190,7 @@ pub fn run_table(r: &RunResult) -> RunTable {
     if by_payload {
         legend.push("Stored/s (by payload second): readings stored per second of soak, counted by the second in their payload (`ingest.stored_rps_by_payload`), as this target has no write counter of its own");
     }
-    let floor =
-        r.floor.as_ref().map(|f| format!("floor (the bare round trip before step 1): {}", crate::format::floor(f)));
+    let floor = r.floor.as_ref().map(|f| format!("floor (the bare round trip before step 1): {}", f.line()));
     if let Some(f) = &floor {
         legend.push(f);
     }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::format::{bytes, measured_seconds, seconds, status, thousands, whole};
+use crate::format::{bytes, measured_seconds, seconds, thousands, whole};
 use crate::results::{RunResult, StepResult};
 
 /// Probe that is the table's "read filter" column, by probe name, first match wins:
@@ -61,7 +61,7 @@ pub fn rows(runs: &[RunResult]) -> Vec<Vec<String>> {
                 r.target.clone(),
                 r.run_id.clone(),
                 thousands(s.points),
-                status(s.status).to_string(),
+                crate::results::Status::words(s.status).to_string(),
                 whole(stored),
                 measured_seconds(s.lag.p95_s),
                 probe_time(s, READ_FILTER),

@@ -146,6 +146,7 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
         (ctx.workers_unjudged, ctx.workers_bound) = w.verdict_notes();
         step.workers = w.figures();
     }
+    step.lag.p95_limit_s = Some(verdict::MAX_P95_LAG_S);
     let (status, reasons) = verdict::decide(&step, &ctx);
     step.status = status;
     step.reasons = reasons;

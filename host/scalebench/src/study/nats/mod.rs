@@ -141,7 +141,7 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
     let started_utc = utc_now();
     let host_before = host_load();
-    let hardware = crate::hardware::describe(&out_dir);
+    let hardware = crate::results::Hardware::describe(&out_dir);
     tracing::info!("study nats: results go to {}", out_dir.display());
 
     // The target: a local cluster (started here, on this thread) or --url.
