@@ -7,12 +7,10 @@
 //!
 //! A benchmark prints figures; it asserts nothing.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use plugin_runtime::{NoServices, TargetAdapter, ValueModel};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
@@ -21,70 +19,9 @@ use crate::cli::{GeneratorBenchArgs, PluginOptions};
 use crate::commands::gen_bench::group;
 use crate::hardware;
 use crate::loadgen::{self, LoadSpec, Plugins, ProducerLive};
+use crate::stack::bare_mosquitto::{start_mosquitto, start_mosquitto_with, Mosquitto};
 use crate::transport::mqtt::{MqttConfig, MqttTransport};
 use crate::transport::Transport as _;
-
-pub(crate) struct Mosquitto {
-    child: Child,
-    _dir: tempfile::TempDir,
-    pub(crate) port: u16,
-    /// A second, TLS-only listener (`start_mosquitto` given certificates).
-    pub(crate) tls_port: Option<u16>,
-}
-
-impl Drop for Mosquitto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub(crate) fn start_mosquitto() -> anyhow::Result<Mosquitto> {
-    start_mosquitto_with(None)
-}
-
-/// A bare mosquitto; with `tls`, also a TLS-only listener with its server certificate.
-pub(crate) fn start_mosquitto_with(tls: Option<&crate::throwaway_ca::ThrowawayPki>) -> anyhow::Result<Mosquitto> {
-    let ports = local_stack::guard::pick_free_ports(2)?;
-    let (port, tls_port) = (ports[0], tls.map(|_| ports[1]));
-    let dir = tempfile::tempdir()?;
-    let conf = dir.path().join("mosquitto.conf");
-    let mut text = format!(
-        "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 200000\nmax_inflight_messages 0\nlog_dest none\n"
-    );
-    if let (Some(p), Some(pki)) = (tls_port, tls) {
-        text.push_str(&format!(
-            "listener {p} 127.0.0.1\ncertfile {}\nkeyfile {}\n",
-            pki.server_cert.display(),
-            pki.server_key.display()
-        ));
-    }
-    std::fs::write(&conf, text)?;
-    let bin = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"]
-        .iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .copied()
-        .unwrap_or("mosquitto");
-    let child = Command::new(bin)
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("cannot start mosquitto\nhint: run scripts/setup.sh (or apt-get install mosquitto)")?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "mosquitto did not listen on {port} within 10 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if let Some(p) = tls_port {
-        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
-            anyhow::ensure!(Instant::now() < deadline, "mosquitto's TLS listener did not listen on {p} within 10 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    Ok(Mosquitto { child, _dir: dir, port, tls_port })
-}
 
 /// Reset the kernel's peak-RSS mark of this process (Linux `clear_refs` 5).
 fn reset_peak_rss() {
@@ -290,16 +227,16 @@ fn generator_arm(
             if let Some((at, d)) = stall_at {
                 let now = Instant::now();
                 if !frozen && now >= at && now < at + d {
-                    freeze(broker.child.id(), true);
+                    freeze(broker.pid(), true);
                     frozen = true;
                 } else if frozen && now >= at + d {
-                    freeze(broker.child.id(), false);
+                    freeze(broker.pid(), false);
                     frozen = false;
                 }
             }
         }
         if frozen {
-            freeze(broker.child.id(), false);
+            freeze(broker.pid(), false);
         }
         let acked = transport.live().readings_acked.load(Ordering::Relaxed) - acked0;
         let wall_s = t0.elapsed().as_secs_f64();
@@ -599,11 +536,14 @@ fn generator_figures(arms: &[Arm], plain: Option<&Figures>) -> Vec<Figure> {
     }
     for (m, p) in metrics_pairs(arms) {
         let cost = endpoint_us_per_ack(m);
-        out.push(
-            Figure::new(format!("live metrics endpoint CPU per ack, {} pts", group(m.points)), cost, "us")
-                .vs("generator CPU per ack without the endpoint", p.cpu_us_per_acked)
-                .goal("<= 0.05 us per acked message", cost <= 0.05),
-        );
+        // The goal is set at 1M points: below, a scrape's fixed cost is
+        // shared by few acknowledgements, and the figure says only that.
+        let mut f = Figure::new(format!("live metrics endpoint CPU per ack, {} pts", group(m.points)), cost, "us")
+            .vs("generator CPU per ack without the endpoint", p.cpu_us_per_acked);
+        if m.points >= 1_000_000 {
+            f = f.goal("<= 0.05 us per acked message at 1M points", cost <= 0.05);
+        }
+        out.push(f);
         out.push(
             Figure::new(
                 format!("generator CPU per ack with the endpoint minus without, {} pts", group(m.points)),
@@ -672,7 +612,7 @@ fn print_generator(args: &GeneratorBenchArgs, arms: &[Arm], plain: Option<&Figur
     }
     for (m, p) in metrics_pairs(arms) {
         println!(
-            "Metrics endpoint at {} pts: {} scrapes took {:.1} ms of CPU to render, {:.4} us per acked message (goal <= 0.05 us); the arm used {:.2} us CPU per acked message, {:.2} us without the endpoint (the difference includes this process's own scraper and the noise between arms).",
+            "Metrics endpoint at {} pts: {} scrapes took {:.1} ms of CPU to render, {:.4} us per acked message (goal at 1M points: <= 0.05 us); the arm used {:.2} us CPU per acked message, {:.2} us without the endpoint (the difference includes this process's own scraper and the noise between arms).",
             group(m.points),
             m.metrics_scrapes.unwrap_or(0),
             m.metrics_cpu_s.unwrap_or(0.0) * 1e3,

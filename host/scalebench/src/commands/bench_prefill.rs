@@ -41,7 +41,7 @@ pub fn run(opts: &PluginOptions, args: PrefillBenchArgs) -> anyhow::Result<()> {
         .tempdir_in("/var/tmp")
         .or_else(|_| tempfile::tempdir())?;
     let tokio_rt = crate::async_runtime::two_threads()?;
-    let stack = tokio_rt.block_on(super::prefill::start_local(&dir.path().join("stack"), args.base_port))?;
+    let stack = tokio_rt.block_on(crate::prefill::operation::start_local(&dir.path().join("stack"), args.base_port))?;
     let conn = stack.postgres_conn();
     let out = std::thread::scope(|s| {
         s.spawn(|| bench(opts, &args, points, interval_ms, &conn, dir.path(), stack.options().pg_port)).join()
@@ -73,15 +73,22 @@ fn bench(
     );
 
     // 1. scalebench prefill, the real path.
-    let mut spec = super::prefill::spec(&args.model, "{}", "baler", "{}", points, args.days, interval_ms, 1);
+    let mut spec = crate::prefill::operation::spec(&args.model, "{}", "baler", "{}", points, args.days, interval_ms, 1);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
     spec.end_ms = Some(now);
-    let (dest, services) = super::prefill::destination(
+    let (dest, services) = crate::prefill::operation::destination(
         [("postgres".to_string(), conn.to_string())].into_iter().collect(),
         Default::default(),
         dir,
     )?;
-    let r = super::prefill::prefill_with(opts, &spec, "{}", &dest, &services, Arc::new(AtomicBool::new(false)))?;
+    let r = crate::prefill::operation::prefill_with(
+        &opts.limits(),
+        &spec,
+        "{}",
+        &dest,
+        &services,
+        Arc::new(AtomicBool::new(false)),
+    )?;
     let rows = r.rows_added;
     let prefill_rps = r.rows_per_s;
 

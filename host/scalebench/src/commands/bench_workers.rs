@@ -82,7 +82,7 @@ fn measure(urls: &[String], broker_port: u16, args: &WorkersBenchArgs) -> anyhow
 
 pub fn run(args: WorkersBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.workers >= 1, crate::error::UsageError("--workers: give 1 or more".into()));
-    let broker = crate::commands::bench::start_mosquitto()?;
+    let broker = crate::stack::bare_mosquitto::start_mosquitto()?;
     tracing::info!(
         "bench workers: 1 to {} workers, each capped to {} CPU, against a bare mosquitto on 127.0.0.1:{}, {} points every {} s offered for {} s ({} s warm-up)",
         args.workers,

@@ -40,7 +40,17 @@ pub fn run(opts: &PluginOptions, args: PluginsCheckArgs) -> anyhow::Result<()> {
                 let budgets = Budgets::resolve(args.budgets.as_deref())?;
                 let points = model_points(&rt)?;
                 let params = args.params.as_deref();
-                plugin_check::probes::check(&rt, &plugin, params, &points, &budgets, Arc::new(NoServices), &mut report)
+                plugin_check::probes::check(
+                    plugin_check::probes::ProbeCheck {
+                        rt: &rt,
+                        plugin: &plugin,
+                        params,
+                        points: &points,
+                        budgets: &budgets,
+                        services: Arc::new(NoServices),
+                    },
+                    &mut report,
+                )
             }
             World::TargetAdapter => adapter(opts, &rt, &plugin, &args, &mut report)?,
         },

@@ -318,12 +318,12 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             None => Ok(None),
             Some(days) => {
                 let points = cfg.steps.iter().copied().max().unwrap_or(1) as u32;
-                let spec = crate::commands::prefill::spec(&cfg.model, &cfg.model_params, &cfg.target, &cfg.target_params, points, days, cfg.interval.as_millis() as u64, cfg.seed);
+                let spec = crate::prefill::operation::spec(&cfg.model, &cfg.model_params, &cfg.target, &cfg.target_params, points, days, cfg.interval.as_millis() as u64, cfg.seed);
                 let stop = stop.clone();
                 let by_kind = |k: ServiceKind| endpoints.iter().filter(|e| e.kind == k).map(|e| (e.name.clone(), e.address.clone())).collect();
                 let params = crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref());
-                crate::commands::prefill::destination(by_kind(ServiceKind::Postgres), by_kind(ServiceKind::Http), &cfg.results_dir).and_then(|(dest, services)| {
-                    tokio::task::block_in_place(|| crate::commands::prefill::prefill_with(opts, &spec, &params, &dest, &services, stop)).map(Some)
+                crate::prefill::operation::destination(by_kind(ServiceKind::Postgres), by_kind(ServiceKind::Http), &cfg.results_dir).and_then(|(dest, services)| {
+                    tokio::task::block_in_place(|| crate::prefill::operation::prefill_with(&opts.limits(), &spec, &params, &dest, &services, stop)).map(Some)
                 })
             }
         };
@@ -331,7 +331,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             Ok(p) => {
                 cfg.prefill = p;
                 if stop.load(Ordering::Relaxed) {
-                    Err(anyhow::Error::from(crate::commands::prefill::PrefillInterrupted {
+                    Err(anyhow::Error::from(crate::error::PrefillInterrupted {
                         written: cfg.prefill.as_ref().map(|r| r.rows_before + r.rows_added + r.rows_already_stored).unwrap_or(0),
                         total: cfg.prefill.as_ref().map(|r| r.rows_total).unwrap_or(0),
                     }))

@@ -15,18 +15,20 @@ use plugin_runtime::{HostServices, Plugin, ProbeSet, Runtime};
 use super::{mib, ms, Report};
 use crate::budgets::Budgets;
 
-/// A probe set's findings. `points` is a run's topology (the check takes the
-/// built-in plant-shaped model's); `params` None means its own defaults.
-pub fn check(
-    rt: &Runtime,
-    plugin: &Plugin,
-    params: Option<&str>,
-    points: &[TagInfo],
-    budgets: &Budgets,
-    services: Arc<dyn HostServices>,
-    report: &mut Report,
-) {
-    if let Err(e) = run(rt, plugin, params, points, budgets, services, report) {
+/// A probe set under check. `points` is a run's topology (the check takes
+/// the built-in plant-shaped model's); `params` None means its own defaults.
+pub struct ProbeCheck<'a> {
+    pub rt: &'a Runtime,
+    pub plugin: &'a Plugin,
+    pub params: Option<&'a str>,
+    pub points: &'a [TagInfo],
+    pub budgets: &'a Budgets,
+    pub services: Arc<dyn HostServices>,
+}
+
+/// The probe set's findings, into `report`.
+pub fn check(c: ProbeCheck<'_>, report: &mut Report) {
+    if let Err(e) = calls(c, report) {
         report.fail(
             format!("calls: {e}"),
             "a call trapped or was refused: fix the plugin so every call of its world returns",
@@ -34,15 +36,9 @@ pub fn check(
     }
 }
 
-fn run(
-    rt: &Runtime,
-    plugin: &Plugin,
-    params: Option<&str>,
-    points: &[TagInfo],
-    budgets: &Budgets,
-    services: Arc<dyn HostServices>,
-    report: &mut Report,
-) -> Result<(), plugin_runtime::PluginError> {
+/// The checks that call into the plugin (a trap or refusal ends them).
+fn calls(c: ProbeCheck<'_>, report: &mut Report) -> Result<(), plugin_runtime::PluginError> {
+    let ProbeCheck { rt, plugin, params, points, budgets, services } = c;
     let mut ps = ProbeSet::instantiate(rt, plugin, services)?;
     report.pass(format!("loads as a probe set named `{}`", ps.info.name));
     let params = params.map(str::to_string).unwrap_or_else(|| ps.info.default_params.clone());

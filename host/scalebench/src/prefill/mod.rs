@@ -21,6 +21,7 @@
 //! of the same run join without a seam.
 
 pub mod his_write;
+pub mod operation;
 pub mod sql_copy;
 pub mod tiles;
 

@@ -10,6 +10,7 @@
 //! the Docker Engine API). Adding a target kind adds one driver here and one
 //! carrier in `transport`.
 
+pub mod bare_mosquitto;
 pub mod compose;
 pub mod docker;
 pub mod docker_tls;
