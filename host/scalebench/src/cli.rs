@@ -1126,7 +1126,8 @@ pub struct DeployK8sArgs {
     /// CPU request and limit of each worker (cores or millicores: 1, 0.5, 500m).
     #[arg(long, default_value = crate::distributed::k8s::DEFAULT_CPU)]
     pub cpu: String,
-    /// Memory request and limit of each worker (1Gi, 512Mi, 2G).
+    /// Memory request and limit of each worker (2Gi, 1536Mi, 2G): 512 MiB
+    /// for the worker, the rest its plugins' limit; at least 768Mi.
     #[arg(long, default_value = crate::distributed::k8s::DEFAULT_MEMORY)]
     pub memory: String,
     /// The workers' control port (`scalebench worker --listen 0.0.0.0:PORT`).

@@ -16,10 +16,10 @@ use serde_json::Value;
 
 use crate::common::{scalebench, stderr};
 
-/// The Kubernetes versions the manifests are validated against: the oldest
-/// and the newest schemas kubernetes-validate 1.37.0 ships (Indexed Jobs are
-/// GA since 1.24).
-const SCHEMA_VERSIONS: [&str; 2] = ["1.25.0", "1.37.0"];
+/// The Kubernetes versions the manifests are validated against: the first
+/// whose Jobs retry per index by default (`backoffLimitPerIndex`, beta and
+/// on since 1.29) and the newest schemas kubernetes-validate 1.37.0 ships.
+const SCHEMA_VERSIONS: [&str; 2] = ["1.29.0", "1.37.0"];
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()
@@ -48,7 +48,7 @@ fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
 #[test]
 fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
     let dir = tempfile::tempdir().unwrap();
-    let o = deploy(dir.path(), &["--workers", "3", "--cpu", "500m", "--memory", "512Mi"]);
+    let o = deploy(dir.path(), &["--workers", "3", "--cpu", "500m", "--memory", "1536Mi"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let file = dir.path().join("workers.yaml");
     let printed = stdout(&o);
@@ -57,7 +57,7 @@ fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
 
     let docs = documents(&std::fs::read_to_string(&file).unwrap());
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().expect("every document has a kind")).collect();
-    assert_eq!(kinds, ["Namespace", "Service", "Job"], "in the order kubectl apply needs");
+    assert_eq!(kinds, ["Namespace", "Service", "NetworkPolicy", "Job"], "in the order kubectl apply needs");
     let (ns, svc, job) = (of_kind(&docs, "Namespace"), of_kind(&docs, "Service"), of_kind(&docs, "Job"));
     assert_eq!(ns["metadata"]["name"], "scalebench");
     for d in [svc, job] {
@@ -80,7 +80,7 @@ fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
     assert_eq!(spec["completionMode"], "Indexed");
     assert_eq!(spec["completions"], 3);
     assert_eq!(spec["parallelism"], 3);
-    assert!(spec["backoffLimit"].as_u64().is_some(), "backoffLimit set");
+    assert!(spec["backoffLimitPerIndex"].as_u64().is_some(), "retries per index");
     let pod = &spec["template"]["spec"];
     assert_eq!(pod["restartPolicy"], "Never");
     assert_eq!(pod["subdomain"], svc["metadata"]["name"], "pod subdomain = the headless Service");
@@ -92,7 +92,7 @@ fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
     let c = &containers[0];
     assert_eq!(c["image"], "scale-worker:bookworm");
     let command: Vec<&str> = c["command"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(command, ["scalebench", "worker", "--listen", "0.0.0.0:27100"]);
+    assert_eq!(command, ["scalebench", "worker", "--listen", "0.0.0.0:27100", "--plugin-memory-mb", "1024"]);
     let env = c["env"].as_array().unwrap();
     let index = env.iter().find(|e| e["name"] == "SCALEBENCH_WORKER_INDEX").expect("the index env var");
     assert_eq!(
@@ -101,7 +101,7 @@ fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
     );
     for side in ["requests", "limits"] {
         assert_eq!(c["resources"][side]["cpu"], "500m", "cpu {side}");
-        assert_eq!(c["resources"][side]["memory"], "512Mi", "memory {side}");
+        assert_eq!(c["resources"][side]["memory"], "1536Mi", "memory {side}");
     }
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/v1/health");
     assert_eq!(c["readinessProbe"]["httpGet"]["port"], 27100);
@@ -120,7 +120,7 @@ fn deploy_k8s_out_dash_prints_only_the_manifests() {
     let o = scalebench(&["deploy", "k8s", "--workers", "2", "--out", "-", "--name", "gen", "--namespace", "load"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let docs = documents(&stdout(&o));
-    assert_eq!(docs.len(), 3);
+    assert_eq!(docs.len(), 4);
     assert_eq!(of_kind(&docs, "Job")["spec"]["template"]["spec"]["subdomain"], "gen");
     assert!(
         stderr(&o).contains(
@@ -185,7 +185,12 @@ fn deploy_k8s_manifests_validate_against_the_kubernetes_schemas() {
         let v = validate(&tool, &file, version);
         let said = format!("{}{}", stdout(&v), stderr(&v));
         assert!(v.status.success(), "the manifests do not validate against Kubernetes {version}:\n{said}");
-        for resource in ["namespace/scalebench", "service/scalebench-workers", "job/scalebench-workers"] {
+        for resource in [
+            "namespace/scalebench",
+            "service/scalebench-workers",
+            "networkpolicy/scalebench-workers",
+            "job/scalebench-workers",
+        ] {
             assert!(said.contains(&format!("passed for resource {resource}")), "{resource} not checked:\n{said}");
         }
     }

@@ -18,9 +18,9 @@ fn reasons(s: &serde_json::Value) -> String {
 }
 
 /// A worker started by hand on a port of its own; killed when dropped.
-struct HandWorker {
+pub struct HandWorker {
     child: Child,
-    url: String,
+    pub url: String,
 }
 
 impl Drop for HandWorker {
@@ -30,7 +30,7 @@ impl Drop for HandWorker {
     }
 }
 
-fn hand_worker(index: u32, extra: &[&str]) -> HandWorker {
+pub fn hand_worker(index: u32, extra: &[&str]) -> HandWorker {
     let mut child = Command::new(bin())
         .args(["worker", "--listen", "127.0.0.1:0", "--index", &index.to_string()])
         .args(extra)
@@ -45,7 +45,7 @@ fn hand_worker(index: u32, extra: &[&str]) -> HandWorker {
     HandWorker { url: url.to_string(), child }
 }
 
-fn urls(ws: &[HandWorker]) -> String {
+pub fn urls(ws: &[HandWorker]) -> String {
     ws.iter().map(|w| w.url.clone()).collect::<Vec<_>>().join(",")
 }
 

@@ -200,3 +200,68 @@ fn prometheus_scrapes_the_live_rate_and_latency_the_result_reports_and_the_dashb
 fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// The value of the first series of `metric` whose labels contain `labels`.
+fn value(text: &str, metric: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn a_distributed_runs_coordinator_serves_the_merged_figures_and_each_worker_its_own() {
+    use crate::distributed::{hand_worker, urls};
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ports = [free_port(), free_port(), free_port()];
+    let ws = [
+        hand_worker(0, &["--metrics-listen", &format!("127.0.0.1:{}", ports[0])]),
+        hand_worker(1, &["--metrics-listen", &format!("127.0.0.1:{}", ports[1])]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = ladder_args(dir.path(), &["--steps", "400", "--warmup", "1s", "--soak", "12s"]);
+    args.extend(["--workers".into(), urls(&ws), "--metrics-listen".into(), format!("127.0.0.1:{}", ports[2])]);
+    let log = dir.path().join("run.log");
+    let mut run = Killed(
+        Command::new(bin())
+            .args(&args)
+            .env("SCALEBENCH_CACHE_DIR", cache_dir())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let endpoint = |p: u16| format!("http://127.0.0.1:{p}/metrics");
+    wait_for("the soak", Duration::from_secs(180), || {
+        get(&endpoint(ports[2])).is_some_and(|t| t.contains("phase=\"soak\"} 1")) || run.0.try_wait().unwrap().is_some()
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    let [w0, w1, c] = ports.map(|p| get(&endpoint(p)).unwrap_or_default());
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let step = "step_points=\"400\"";
+    let acked = |t: &str| value(t, "scalebench_readings_acknowledged_total", step).unwrap_or(0.0);
+    let count = |t: &str| value(t, "scalebench_ack_latency_intended_seconds_count", step).unwrap_or(0.0);
+    // Each worker serves its own share, under the run's target.
+    for w in [&w0, &w1] {
+        assert!(acked(w) > 0.0 && count(w) > 0.0, "a worker's own figures:\n{w}\n{log_text}");
+        assert!(w.contains("target=\"baler\""), "{w}");
+    }
+    // The coordinator's connections carry only canaries: its acknowledged
+    // readings and latency come from the workers' heartbeats, merged (up
+    // to a heartbeat apart from the workers' own scrapes).
+    let sum = acked(&w0) + acked(&w1);
+    assert!(acked(&c) > 0.5 * sum && acked(&c) <= 1.2 * sum, "coordinator {} vs workers {sum}", acked(&c));
+    let (cc, wc) = (count(&c), count(&w0) + count(&w1));
+    assert!(cc > 0.5 * wc && cc <= 1.2 * wc, "latency count: coordinator {cc} vs workers {wc}\n{c}");
+    let status = loop {
+        if let Some(s) = run.0.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    // A finished step stays on a worker's endpoint, frozen.
+    let after = get(&endpoint(ports[0])).unwrap();
+    assert!(!after.contains("scalebench_step_points{"), "no step runs on the worker: {after}");
+    assert!(acked(&after) >= acked(&w0), "{after}");
+}

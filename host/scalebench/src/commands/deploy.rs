@@ -43,7 +43,7 @@ fn run_k8s(args: DeployK8sArgs) -> anyhow::Result<()> {
     crate::atomic_file::write(&path, m.yaml.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
     let file = path.display();
     println!(
-        "wrote {file}: namespace {ns}, headless Service and Indexed Job {name} ({n} workers, {image}, {cpu} CPU and {mem} each)\n\
+        "wrote {file}: namespace {ns}, headless Service, NetworkPolicy and Indexed Job {name} ({n} workers, {image}, {cpu} CPU and {mem} each)\n\
          apply:   kubectl apply -f {file}\n\
          wait:    kubectl wait --namespace {ns} --for=condition=Ready pod --selector {selector} --timeout=5m\n\
          coordinator (add your run's flags; run it where the pods' names resolve, e.g. in the cluster):\n  {run_line}\n\

@@ -10,6 +10,18 @@
 //! `SCALEBENCH_WORKER_INDEX`, taken from the pod's
 //! `batch.kubernetes.io/job-completion-index` annotation (Kubernetes also
 //! sets `JOB_COMPLETION_INDEX`, the worker's fallback). See docs/scale-out.md.
+//!
+//! As a cluster operator would accept them: the pod runs as a non-root
+//! user on a read-only root filesystem (its plugin cache and /tmp are
+//! emptyDirs), no privilege escalation, every capability dropped; a
+//! NetworkPolicy lets only the coordinator's pods reach the control port;
+//! the memory limit holds the worker's plugin limit plus its own working
+//! set ([`WORKING_SET_MIB`]), so a plugin's limit trips before the pod is
+//! OOM-killed; a pod that fails is retried for its own index only
+//! (`backoffLimitPerIndex`), never taking the healthy workers down; and
+//! the headless Service publishes every pod's name from the start
+//! (`publishNotReadyAddresses`), so a worker slow to answer its readiness
+//! probe under CPU throttling keeps its DNS name mid-run.
 
 use serde_json::{json, Value};
 
@@ -22,7 +34,18 @@ pub const DEFAULT_IMAGE: &str = "scale-worker:bookworm";
 pub const DEFAULT_NAMESPACE: &str = "scalebench";
 pub const DEFAULT_NAME: &str = "scalebench-workers";
 pub const DEFAULT_CPU: &str = "1";
-pub const DEFAULT_MEMORY: &str = "1Gi";
+pub const DEFAULT_MEMORY: &str = "2Gi";
+/// What a worker holds beside its plugin instances (runtime, channels, the
+/// in-flight window, histograms), MiB: the pod's memory limit minus this is
+/// the worker's `--plugin-memory-mb`.
+pub const WORKING_SET_MIB: u64 = 512;
+/// The smallest plugin memory limit a worker is given, MiB.
+pub const MIN_PLUGIN_MIB: u64 = 256;
+/// The non-root user and group the worker runs as.
+pub const RUN_AS: u64 = 65532;
+/// The label a coordinator's pod carries to reach the workers' control port
+/// (the NetworkPolicy admits pods with it, in the workers' namespace).
+pub const COORDINATOR_LABEL: (&str, &str) = ("app.kubernetes.io/name", "scalebench-coordinator");
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 /// The path of the worker's readiness answer (200 "ok").
 pub const HEALTH_PATH: &str = "/v1/health";
@@ -30,10 +53,11 @@ pub const HEALTH_PATH: &str = "/v1/health";
 pub const INDEX_ENV: &str = "SCALEBENCH_WORKER_INDEX";
 /// The pod annotation an Indexed Job writes each pod's index into.
 pub const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
-/// Pod failures the Job replaces before it gives up (a replacement keeps its
-/// index and so its DNS name; the run it was part of has lost that worker's
-/// shard all the same, and the coordinator says so).
-pub const BACKOFF_LIMIT: u32 = 3;
+/// Failures of one index's pod the Job replaces before that index gives up
+/// (a replacement keeps its index and so its DNS name; the run it was part
+/// of has lost that worker's shard all the same, and the coordinator says
+/// so). Per index: one worker failing never ends the others.
+pub const BACKOFF_LIMIT_PER_INDEX: u32 = 3;
 /// Kubernetes' own ceiling on an Indexed Job's completions.
 pub const MAX_WORKERS: u32 = 100_000;
 /// The label every object carries and the Service selects the pods by
@@ -96,6 +120,7 @@ impl Manifests {
 pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
     check(opts)?;
     let Options { workers, image, namespace, name, cpu, memory, port, cluster_domain } = opts;
+    let plugin_mib = memory_quantity(memory)? / (1 << 20) - WORKING_SET_MIB;
     let labels = json!({ APP_LABEL.0: APP_LABEL.1, "app.kubernetes.io/instance": name, "app.kubernetes.io/part-of": "scalebench" });
     let selector = json!({ APP_LABEL.0: APP_LABEL.1, "app.kubernetes.io/instance": name });
     let namespace_doc = json!({
@@ -109,6 +134,8 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
         "metadata": { "name": name, "namespace": namespace, "labels": labels },
         "spec": {
             "clusterIP": "None",
+            // Names from the start, ready or not: a throttled worker keeps its name.
+            "publishNotReadyAddresses": true,
             "selector": selector,
             "ports": [{ "name": "control", "port": port, "targetPort": port, "protocol": "TCP" }],
         },
@@ -129,7 +156,7 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
             "completionMode": "Indexed",
             "completions": workers,
             "parallelism": workers,
-            "backoffLimit": BACKOFF_LIMIT,
+            "backoffLimitPerIndex": BACKOFF_LIMIT_PER_INDEX,
             "template": {
                 "metadata": { "labels": labels },
                 "spec": {
@@ -137,6 +164,18 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
                     "restartPolicy": "Never",
                     // A worker calls no Kubernetes API.
                     "automountServiceAccountToken": false,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": RUN_AS,
+                        "runAsGroup": RUN_AS,
+                        "fsGroup": RUN_AS,
+                        "seccompProfile": { "type": "RuntimeDefault" },
+                    },
+                    // The only writable places: the compiled-plugin cache and /tmp.
+                    "volumes": [
+                        { "name": "cache", "emptyDir": {} },
+                        { "name": "tmp", "emptyDir": {} },
+                    ],
                     // Generators on one node share its CPUs: spread them when the cluster can.
                     "topologySpreadConstraints": [{
                         "maxSkew": 1,
@@ -148,21 +187,35 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
                         "name": "worker",
                         "image": image,
                         "imagePullPolicy": "IfNotPresent",
-                        "command": ["scalebench", "worker", "--listen", format!("0.0.0.0:{port}")],
-                        "env": [{
-                            "name": INDEX_ENV,
-                            "valueFrom": { "fieldRef": { "fieldPath": format!("metadata.annotations['{INDEX_ANNOTATION}']") } },
-                        }],
+                        "command": [
+                            "scalebench", "worker", "--listen", format!("0.0.0.0:{port}"),
+                            "--plugin-memory-mb", plugin_mib.to_string(),
+                        ],
+                        "env": [
+                            {
+                                "name": INDEX_ENV,
+                                "valueFrom": { "fieldRef": { "fieldPath": format!("metadata.annotations['{INDEX_ANNOTATION}']") } },
+                            },
+                            { "name": "XDG_CACHE_HOME", "value": "/cache" },
+                            { "name": "TMPDIR", "value": "/tmp" },
+                        ],
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "capabilities": { "drop": ["ALL"] },
+                        },
+                        "volumeMounts": [
+                            { "name": "cache", "mountPath": "/cache" },
+                            { "name": "tmp", "mountPath": "/tmp" },
+                        ],
                         "ports": [{ "name": "control", "containerPort": port, "protocol": "TCP" }],
                         "resources": {
                             "requests": { "cpu": cpu, "memory": memory },
                             "limits": { "cpu": cpu, "memory": memory },
                         },
-                        // Ready is when the pod's DNS name appears (the Service
-                        // publishes ready pods only); a worker busy offering
-                        // load may answer late, so one late answer does not
-                        // take its name away, and only a minute of silence
-                        // replaces it.
+                        // A worker busy offering load may answer late: one
+                        // late answer does not mark it unready, and only a
+                        // minute of silence replaces it.
                         "readinessProbe": probe(2, 3),
                         "livenessProbe": probe(10, 6),
                     }],
@@ -172,13 +225,31 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
     });
     let worker_urls: Vec<String> =
         (0..*workers).map(|i| format!("http://{name}-{i}.{name}.{namespace}.svc.{cluster_domain}:{port}")).collect();
-    let documents = vec![namespace_doc, service, job];
+    // Only the coordinator reaches the control port; the workers' own
+    // connections (to the system under test) are left alone.
+    let policy = json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": { "name": name, "namespace": namespace, "labels": labels },
+        "spec": {
+            "podSelector": { "matchLabels": selector },
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{ "podSelector": { "matchLabels": { COORDINATOR_LABEL.0: COORDINATOR_LABEL.1 } } }],
+                "ports": [{ "protocol": "TCP", "port": port }],
+            }],
+        },
+    });
+    let documents = vec![namespace_doc, service, policy, job];
     let mut yaml = format!(
         "# scalebench workers: {workers} x `scalebench worker` ({image}, {cpu} CPU, {memory}) in namespace {namespace}.\n\
          # Written by `scalebench deploy k8s`; see docs/scale-out.md.\n\
          # Apply: kubectl apply -f <this file>. Remove (the namespace with everything in it): kubectl delete -f <this file>.\n\
-         # Coordinator (where these names resolve, e.g. in the cluster):\n\
+         # Coordinator (where these names resolve: a pod in namespace {namespace} labelled\n\
+         # {}={}, which the NetworkPolicy lets reach the workers):\n\
          #   scalebench run --workers {}\n",
+        COORDINATOR_LABEL.0,
+        COORDINATOR_LABEL.1,
         worker_urls.join(",")
     );
     for (i, doc) in documents.iter().enumerate() {
@@ -231,7 +302,15 @@ fn check(opts: &Options) -> anyhow::Result<()> {
         )));
     }
     cpu_quantity(&opts.cpu)?;
-    memory_quantity(&opts.memory)?;
+    let mib = memory_quantity(&opts.memory)? / (1 << 20);
+    if mib < WORKING_SET_MIB + MIN_PLUGIN_MIB {
+        return Err(usage(format!(
+            "--memory {}: a worker needs {WORKING_SET_MIB} MiB of its own and at least {MIN_PLUGIN_MIB} MiB for its plugins\n\
+             hint: give at least --memory {}Mi (the default is {DEFAULT_MEMORY})",
+            opts.memory,
+            WORKING_SET_MIB + MIN_PLUGIN_MIB
+        )));
+    }
     if opts.port == 0 {
         return Err(usage(format!(
             "--port 0: a worker listens on a fixed port the coordinator connects to\nhint: leave the default, --port {DEFAULT_PORT}"
@@ -285,11 +364,29 @@ fn cpu_quantity(s: &str) -> anyhow::Result<()> {
     }
 }
 
-/// A memory quantity in bytes with a Kubernetes suffix (`1Gi`, `512Mi`, `1G`), above zero.
-fn memory_quantity(s: &str) -> anyhow::Result<()> {
-    const SUFFIXES: [&str; 13] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"];
+/// A memory quantity with a Kubernetes suffix (`1Gi`, `512Mi`, `1G`), above
+/// zero, in bytes.
+fn memory_quantity(s: &str) -> anyhow::Result<u64> {
+    const SUFFIXES: [(&str, f64); 13] = [
+        ("", 1.0),
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
     match split_number(s) {
-        Some((_, suffix)) if SUFFIXES.contains(&suffix) => Ok(()),
+        Some((v, suffix)) if SUFFIXES.iter().any(|(x, _)| *x == suffix) => {
+            let scale = SUFFIXES.iter().find(|(x, _)| *x == suffix).map_or(1.0, |(_, m)| *m);
+            Ok((v * scale) as u64)
+        }
         other => {
             let hint = match other.map(|(_, suffix)| suffix) {
                 Some(x) if x.eq_ignore_ascii_case("gb") || x.eq_ignore_ascii_case("g") => {
@@ -326,10 +423,10 @@ mod tests {
     }
 
     #[test]
-    fn three_documents_a_namespace_a_headless_service_and_an_indexed_job() {
+    fn four_documents_a_namespace_a_headless_service_a_network_policy_and_an_indexed_job() {
         let m = manifests(&opts(3)).unwrap();
         let kinds: Vec<&str> = m.documents.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["Namespace", "Service", "Job"]);
+        assert_eq!(kinds, ["Namespace", "Service", "NetworkPolicy", "Job"]);
         assert_eq!(doc(&m, "Namespace")["metadata"]["name"], "scalebench");
         let svc = doc(&m, "Service");
         assert_eq!(svc["spec"]["clusterIP"], "None");
@@ -353,21 +450,67 @@ mod tests {
 
     #[test]
     fn the_container_is_a_worker_with_its_index_limits_and_probes() {
-        let m = manifests(&Options { cpu: "500m".into(), memory: "512Mi".into(), port: 27200, ..opts(2) }).unwrap();
+        let m = manifests(&Options { cpu: "500m".into(), memory: "1536Mi".into(), port: 27200, ..opts(2) }).unwrap();
         let c = &doc(&m, "Job")["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "scale-worker:bookworm");
-        assert_eq!(c["command"], json!(["scalebench", "worker", "--listen", "0.0.0.0:27200"]));
+        assert_eq!(
+            c["command"],
+            json!(["scalebench", "worker", "--listen", "0.0.0.0:27200", "--plugin-memory-mb", "1024"]),
+            "the plugin limit is the pod's limit less the worker's own working set"
+        );
         assert_eq!(c["env"][0]["name"], "SCALEBENCH_WORKER_INDEX");
         assert_eq!(
             c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
             "metadata.annotations['batch.kubernetes.io/job-completion-index']"
         );
         for side in ["requests", "limits"] {
-            assert_eq!(c["resources"][side], json!({ "cpu": "500m", "memory": "512Mi" }), "{side}");
+            assert_eq!(c["resources"][side], json!({ "cpu": "500m", "memory": "1536Mi" }), "{side}");
         }
         assert_eq!(c["readinessProbe"]["httpGet"], json!({ "path": "/v1/health", "port": 27200 }));
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/v1/health");
         assert_eq!(doc(&m, "Service")["spec"]["ports"][0]["targetPort"], 27200);
+    }
+
+    /// What a cluster operator's admission policy asks of a workload.
+    #[test]
+    fn the_pods_run_as_a_cluster_operator_would_accept() {
+        let m = manifests(&opts(3)).unwrap();
+        let job = &doc(&m, "Job")["spec"];
+        let pod = &job["template"]["spec"];
+        let c = &pod["containers"][0];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert!(pod["securityContext"]["runAsUser"].as_u64().unwrap() > 0);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+        // What a worker writes goes to emptyDirs: the plugin cache and /tmp.
+        let mounts: Vec<&str> =
+            c["volumeMounts"].as_array().unwrap().iter().map(|v| v["mountPath"].as_str().unwrap()).collect();
+        assert_eq!(mounts, ["/cache", "/tmp"]);
+        assert!(c["env"].as_array().unwrap().iter().any(|e| e["name"] == "XDG_CACHE_HOME" && e["value"] == "/cache"));
+        // The memory limit holds the plugin limit and the worker's own set.
+        let cmd: Vec<&str> = c["command"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let at = cmd.iter().position(|a| *a == "--plugin-memory-mb").expect("the plugin limit is set");
+        let plugin_mib: u64 = cmd[at + 1].parse().unwrap();
+        let limit_mib = memory_quantity(c["resources"]["limits"]["memory"].as_str().unwrap()).unwrap() >> 20;
+        assert!(plugin_mib + WORKING_SET_MIB <= limit_mib, "{plugin_mib} + {WORKING_SET_MIB} > {limit_mib}");
+        // One failing index is retried on its own; no Job-wide limit ends the rest.
+        assert_eq!(job["backoffLimitPerIndex"], 3);
+        assert!(job.get("backoffLimit").is_none(), "{job}");
+        // Names from the start, ready or not.
+        assert_eq!(doc(&m, "Service")["spec"]["publishNotReadyAddresses"], true);
+        // Only the coordinator's pods reach the control port.
+        let np = &doc(&m, "NetworkPolicy")["spec"];
+        assert_eq!(np["podSelector"]["matchLabels"], doc(&m, "Service")["spec"]["selector"]);
+        assert_eq!(np["policyTypes"], json!(["Ingress"]));
+        let rule = &np["ingress"][0];
+        assert_eq!(np["ingress"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            rule["from"],
+            json!([{ "podSelector": { "matchLabels": { "app.kubernetes.io/name": "scalebench-coordinator" } } }])
+        );
+        assert_eq!(rule["ports"], json!([{ "protocol": "TCP", "port": 27100 }]));
     }
 
     #[test]
@@ -391,7 +534,7 @@ mod tests {
         let m = manifests(&opts(4)).unwrap();
         assert!(m.yaml.starts_with("# scalebench workers: 4 x"));
         assert!(m.yaml.contains(&format!("#   scalebench run --workers {}\n", m.workers_flag())));
-        assert_eq!(m.yaml.matches("\n---\n").count(), 2);
+        assert_eq!(m.yaml.matches("\n---\n").count(), 3);
         let parsed: Vec<Value> =
             serde_yaml::Deserializer::from_str(&m.yaml).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
         assert_eq!(parsed, m.documents);
@@ -411,6 +554,7 @@ mod tests {
             ),
             (Options { memory: "512m".into(), ..opts(1) }, "a lowercase m means thousandths"),
             (Options { memory: "0Gi".into(), ..opts(1) }, "--memory `0Gi`"),
+            (Options { memory: "512Mi".into(), ..opts(1) }, "--memory 512Mi: a worker needs 512 MiB of its own"),
             (Options { memory: "lots".into(), ..opts(1) }, "--memory `lots`"),
             (Options { cpu: "two".into(), ..opts(1) }, "--cpu `two` is not a CPU quantity"),
             (Options { cpu: "0".into(), ..opts(1) }, "--cpu `0`"),
@@ -431,7 +575,7 @@ mod tests {
 
     #[test]
     fn valid_quantities_and_the_longest_name_pass() {
-        for (cpu, memory) in [("1", "1Gi"), ("0.5", "512Mi"), ("250m", "2G"), ("16", "1073741824"), ("2", "1.5Gi")] {
+        for (cpu, memory) in [("1", "1Gi"), ("0.5", "768Mi"), ("250m", "2G"), ("16", "1073741824"), ("2", "1.5Gi")] {
             manifests(&Options { cpu: cpu.into(), memory: memory.into(), ..opts(1) }).unwrap();
         }
         // 61 characters, "-9": a 63-character hostname.
