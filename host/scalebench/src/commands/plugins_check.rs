@@ -105,7 +105,7 @@ fn adapter(
     let outcome = with_services(opts, rt, plugin, args, &params, &plan, &points, &endpoints, report);
     if let Some(s) = stack {
         s.stop();
-        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("scalebench-run-{run_id}")));
+        let _ = std::fs::remove_dir_all(crate::commands::stack_start::temporary_run_dir(&run_id));
     }
     drop(tokio_rt);
     outcome

@@ -348,7 +348,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         // A run dir we made ourselves goes away after a clean run; after an
         // error it stays, for its logs.
         if args.stack.run_dir.is_none() {
-            let dir = std::env::temp_dir().join(format!("scalebench-run-{run_id}"));
+            let dir = crate::commands::stack_start::temporary_run_dir(&run_id);
             if result.is_ok() {
                 let _ = std::fs::remove_dir_all(&dir);
             } else if dir.exists() {

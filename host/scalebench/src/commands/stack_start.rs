@@ -162,7 +162,15 @@ pub fn docker_options(
 
 /// Where a stack scalebench starts keeps its files.
 pub fn run_dir(args: &RunArgs, run_id: &str) -> PathBuf {
-    args.stack.run_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("scalebench-run-{run_id}")))
+    args.stack.run_dir.clone().unwrap_or_else(|| temporary_run_dir(run_id))
+}
+
+/// The run dir this process makes when none is given: the run id and this
+/// process's id, so two runs started in the same second (different results
+/// directories, one machine) never share a stack's files, nor remove each
+/// other's.
+pub fn temporary_run_dir(run_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("scalebench-run-{run_id}-{}", std::process::id()))
 }
 
 /// `--tls` is for the stacks scalebench starts (local and Docker): refused
