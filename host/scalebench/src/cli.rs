@@ -842,6 +842,9 @@ pub struct WorkerArgs {
     /// coordinator's clock-skew check is calibrated).
     #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
     pub test_clock_offset_ms: i64,
+    /// Tests only: the build id this worker reports.
+    #[arg(long, hide = true)]
+    pub test_build_id: Option<String>,
     /// Serve this worker's live figures for Prometheus at http://ADDR/metrics
     /// (its own share; the coordinator's endpoint has the run's).
     #[arg(long, value_name = "ADDR")]

@@ -73,6 +73,22 @@ fn a_worker_whose_clock_is_two_seconds_off_is_refused_at_the_barrier_and_named()
     );
 }
 
+#[test]
+fn a_worker_running_another_binary_is_refused_before_step_1_naming_both() {
+    let ws = [hand_worker(0, &[]), hand_worker(1, &["--test-build-id", "0123456789abcdef"])];
+    let run = run_ladder(&["--steps", "200", "--soak", "2s", "--workers", &urls(&ws)]);
+    let e = stderr(&run.out);
+    assert_eq!(run.out.status.code(), Some(2), "refused as bad input: {e}");
+    assert!(e.contains("workers that run another scalebench than this coordinator (scalebench "), "{e}");
+    assert!(
+        e.contains(&format!("worker 2 of 2 ({}) runs scalebench ", ws[1].url)) && e.contains("build 0123456789abcdef"),
+        "the odd worker and its build are named: {e}"
+    );
+    assert!(!e.contains(&format!("worker 1 of 2 ({})", ws[0].url)), "the matching worker is not: {e}");
+    assert!(e.contains("hint: start the workers from this binary"), "{e}");
+    assert!(!e.contains("step 1/1"), "nothing was measured: {e}");
+}
+
 /// The same ladder, in one process and on hand-started workers, for a
 /// target of each transport: both pass with stored == acked and the same
 /// readings acknowledged.

@@ -32,7 +32,13 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
         })?);
     }
     let rt = crate::async_runtime::two_threads()?;
-    let options = worker::Options { listen, index, limits: plugin.limits(), metrics_listen: args.metrics_listen };
+    let options = worker::Options {
+        listen,
+        index,
+        limits: plugin.limits(),
+        metrics_listen: args.metrics_listen,
+        test_build_id: args.test_build_id.clone(),
+    };
     rt.block_on(worker::serve(options, |addr| {
         // The one line a script or a test waits for, on stdout.
         println!("worker listening on http://{addr}");

@@ -110,6 +110,37 @@ fn each<T: Send>(list: &[Worker], f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
     })
 }
 
+/// Every worker runs what this coordinator runs (version, binary, plugin
+/// contract), or the run is refused before step 1, each difference named.
+fn same_build(agent: &ureq::Agent, list: &[Worker]) -> anyhow::Result<()> {
+    let n = list.len();
+    let mine = wire::Build::this();
+    let answers = each(list, |w| {
+        call::<wire::Build>(agent, "GET", &format!("{}/v1/build", w.url), None, Duration::from_secs(10))
+    });
+    let mut differ = Vec::new();
+    for (w, a) in list.iter().zip(answers) {
+        match a {
+            Ok((_, Some(b))) if b == mine => {}
+            Ok((_, Some(b))) => differ.push(format!("{} runs {}", w.name(n), b.words())),
+            Ok((code, None)) => {
+                differ.push(format!("{} does not say what it runs (HTTP {code}: an older scalebench)", w.name(n)))
+            }
+            Err(e) => differ.push(format!("{} does not say what it runs ({e}: an older scalebench)", w.name(n))),
+        }
+    }
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(crate::error::UsageError(format!(
+        "workers that run another scalebench than this coordinator ({}): {}\n\
+         hint: start the workers from this binary (scripts/docker-images.sh copies it into the worker image)",
+        mine.words(),
+        differ.join("; ")
+    ))
+    .into())
+}
+
 impl Workers {
     /// Workers at `urls`, waiting up to `wait` for each to answer its health check.
     pub fn connect(urls: &[String], wait: Duration) -> anyhow::Result<Workers> {
@@ -139,6 +170,7 @@ impl Workers {
                 bad.join("; ")
             );
         }
+        same_build(&agent, &list)?;
         Ok(Workers { seen: Mutex::new(vec![Seen::default(); n]), list, agent, step: Mutex::new(None) })
     }
 

@@ -37,6 +37,42 @@ pub struct Clock {
     pub now_ms: i64,
 }
 
+/// What a process is: its version, the binary it runs and the plugin
+/// contract it speaks. A coordinator refuses workers that differ before
+/// step 1, naming both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Build {
+    pub version: String,
+    /// The first 16 hex digits of the running executable's sha256: the
+    /// same binary (as `scripts/docker-images.sh` copies into the worker
+    /// image) has the same id.
+    pub build_id: String,
+    pub contract: String,
+}
+
+impl Build {
+    /// This process.
+    pub fn this() -> Build {
+        static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let build_id = ID.get_or_init(|| {
+            std::env::current_exe()
+                .and_then(std::fs::read)
+                .map(|bytes| plugin_runtime::wasm_sha256(&bytes).chars().take(16).collect())
+                .unwrap_or_else(|_| "unknown".into())
+        });
+        Build {
+            version: env!("CARGO_PKG_VERSION").into(),
+            build_id: build_id.clone(),
+            contract: plugin_runtime::CONTRACT_VERSION.into(),
+        }
+    }
+
+    /// In words: "scalebench 0.1.0, build 1a2b…, plugin contract 0.1.0".
+    pub fn words(&self) -> String {
+        format!("scalebench {}, build {}, plugin contract {}", self.version, self.build_id, self.contract)
+    }
+}
+
 /// A plugin, by what the user called it and its component bytes (base64).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PluginBytes {

@@ -42,6 +42,9 @@ pub struct Options {
     pub limits: PluginLimits,
     /// `--metrics-listen`: serve this worker's live figures there.
     pub metrics_listen: Option<SocketAddr>,
+    /// Tests only: the build id this worker reports (how the coordinator's
+    /// refusal of another binary is tested).
+    pub test_build_id: Option<String>,
 }
 
 /// What a worker holds between calls.
@@ -451,6 +454,10 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (choose another with --listen)", opts.listen))?;
     let addr = listener.local_addr()?;
+    let mut build = wire::Build::this();
+    if let Some(id) = &opts.test_build_id {
+        build.build_id = id.clone();
+    }
     let w = Arc::new(Worker {
         index: opts.index,
         limits: opts.limits,
@@ -481,6 +488,7 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
     let app = axum::Router::new()
         .route("/v1/health", get(|| async { "ok" }))
         .route("/v1/clock", get(|| async { json(&wire::Clock { now_ms: crate::clock::now_ms() }) }))
+        .route("/v1/build", get(move || async move { json(&build) }))
         .route("/v1/init", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| init(w, b)))
         .route("/v1/prepare", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| prepare(w, b)))
         .route("/v1/start", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| start(w, b)))
