@@ -27,6 +27,19 @@ impl Drop for Killed {
     }
 }
 
+/// `scalebench` with `args` in the background, its stderr into `log`.
+fn spawn_run(args: &[String], log: &std::path::Path) -> Killed {
+    Killed(
+        Command::new(bin())
+            .args(args)
+            .env("SCALEBENCH_CACHE_DIR", cache_dir())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 fn free_port() -> u16 {
     loop {
         let p = free_base_port();
@@ -99,15 +112,7 @@ fn prometheus_scrapes_the_live_rate_and_latency_the_result_reports_and_the_dashb
         ladder_args(dir.path(), &["--steps", "1000,1100", "--warmup", "2s", "--soak", "20s", "--sample-every", "2s"]);
     args.extend(["--metrics-listen".into(), format!("127.0.0.1:{metrics_port}")]);
     let log = dir.path().join("run.log");
-    let mut run = Killed(
-        Command::new(bin())
-            .args(&args)
-            .env("SCALEBENCH_CACHE_DIR", cache_dir())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut run = spawn_run(&args, &log);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
     // Mid-soak of the first step: the soak began, then 11 s more.
@@ -222,15 +227,7 @@ fn a_distributed_runs_coordinator_serves_the_merged_figures_and_each_worker_its_
     let mut args = ladder_args(dir.path(), &["--steps", "400", "--warmup", "1s", "--soak", "12s"]);
     args.extend(["--workers".into(), urls(&ws), "--metrics-listen".into(), format!("127.0.0.1:{}", ports[2])]);
     let log = dir.path().join("run.log");
-    let mut run = Killed(
-        Command::new(bin())
-            .args(&args)
-            .env("SCALEBENCH_CACHE_DIR", cache_dir())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut run = spawn_run(&args, &log);
     let endpoint = |p: u16| format!("http://127.0.0.1:{p}/metrics");
     wait_for("the soak", Duration::from_secs(180), || {
         get(&endpoint(ports[2])).is_some_and(|t| t.contains("phase=\"soak\"} 1")) || run.0.try_wait().unwrap().is_some()
