@@ -55,12 +55,12 @@ bench-smoke:
 
 # The gates CI runs before the tests: formatting and clippy in both
 # workspaces (the host's and the plugins'), no import cycle in the host
-# crate, no core module importing the command line, and no terminal output
+# crates, no module importing up a layer, no core module importing the command line, and no terminal output
 # outside the command layer and the progress view (the rest is logs).
 lint:
-	python3 scripts/import-graph.py host/scalebench/src --layers docs/architecture.md
-	python3 scripts/module-list.py host/scalebench/src --check docs/architecture.md
-	python3 scripts/print-lint.py host/scalebench/src
+	python3 scripts/import-graph.py host/scalebench host/engine host/report host/results --layers docs/architecture.md
+	python3 scripts/module-list.py host/scalebench/src host/engine/src host/report/src host/results/src --check docs/architecture.md
+	python3 scripts/print-lint.py host/scalebench/src host/engine/src host/report/src host/results/src
 	! grep -rn 'crate::cli' host/scalebench/src | grep -v 'src/commands/\|src/cli.rs\|src/lib.rs'
 	cargo fmt --all --check
 	cd plugins && cargo fmt --all --check

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The module list of a Rust crate's src/, one line each: the module's path
+"""The module list of Rust crates' src/, one line each: the module's path
 and the first line of its `//!` header.
 
-    scripts/module-list.py [SRC]                       # print the list
-    scripts/module-list.py SRC --check DOC.md          # exit 1 when DOC's list is not this one
-    scripts/module-list.py SRC --write DOC.md          # rewrite DOC's list
+    scripts/module-list.py [SRC ...]                   # print the list
+    scripts/module-list.py SRC ... --check DOC.md      # exit 1 when DOC's list is not this one
+    scripts/module-list.py SRC ... --write DOC.md      # rewrite DOC's list
 
 DOC holds the list between `<!-- modules: begin -->` and
 `<!-- modules: end -->`; `make lint` checks docs/architecture.md, so a
@@ -36,7 +36,14 @@ def header(path):
     return text[: cut + 1] if cut > 0 else text
 
 
-def module_list(src):
+def module_list(srcs):
+    rows = []
+    for src in srcs:
+        rows += crate_rows(src)
+    return "\n".join(rows)
+
+
+def crate_rows(src):
     rows = []
     for root, dirs, names in os.walk(src):
         dirs.sort()
@@ -44,21 +51,26 @@ def module_list(src):
             if not n.endswith(".rs"):
                 continue
             p = os.path.join(root, n)
-            rel = os.path.relpath(p, src)
-            rows.append(f"- `{rel}`: {header(p)}")
+            rows.append(f"- `{os.path.normpath(p)}`: {header(p)}")
     rows.sort()
-    return "\n".join(rows)
+    return rows
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    src = args[0] if args else "host/scalebench/src"
-    listing = module_list(src)
-    mode = next((a for a in sys.argv[1:] if a in ("--check", "--write")), None)
+    argv = sys.argv[1:]
+    mode = next((a for a in argv if a in ("--check", "--write")), None)
+    doc = None
+    if mode:
+        i = argv.index(mode)
+        doc = argv[i + 1]
+        del argv[i : i + 2]
+    srcs = [a for a in argv if not a.startswith("--")] or [
+        "host/scalebench/src", "host/engine/src", "host/report/src", "host/results/src"]
+    src = " ".join(srcs)
+    listing = module_list(srcs)
     if mode is None:
         print(listing)
         return
-    doc = args[1]
     text = open(doc, encoding="utf-8").read()
     if BEGIN not in text or END not in text:
         sys.exit(f"{doc} has no {BEGIN} … {END} block")

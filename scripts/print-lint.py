@@ -8,7 +8,7 @@ So: `println!`/`print!` only in commands/, main.rs and progress.rs;
 `eprintln!`/`eprint!` only in progress.rs and main.rs (an error before the
 log exists). Test modules (`#[cfg(test)] mod tests`) may print.
 
-Usage: print-lint.py SRC_DIR   (exit 1 naming each line that breaks this)
+Usage: print-lint.py SRC_DIR ...   (exit 1 naming each line that breaks this)
 """
 import pathlib
 import re
@@ -28,24 +28,24 @@ def code_lines(text):
 
 
 def main():
-    src = pathlib.Path(sys.argv[1])
     bad = []
-    for path in sorted(src.rglob("*.rs")):
+    paths = [(src, path) for src in map(pathlib.Path, sys.argv[1:]) for path in sorted(src.rglob("*.rs"))]
+    for src, path in paths:
         rel = path.relative_to(src).as_posix()
         stdout_ok = rel.startswith("commands/") or rel in ("main.rs", "progress.rs")
         stderr_ok = rel in ("main.rs", "progress.rs")
         for n, line in enumerate(code_lines(path.read_text()), 1):
             code = line.split("//", 1)[0]
             if STDOUT.search(code) and not stdout_ok:
-                bad.append(f"{rel}:{n}: prints to stdout outside the command layer: {line.strip()}")
+                bad.append(f"{path}:{n}: prints to stdout outside the command layer: {line.strip()}")
             if STDERR.search(code) and not stderr_ok:
-                bad.append(f"{rel}:{n}: writes to stderr past the log: {line.strip()}")
+                bad.append(f"{path}:{n}: writes to stderr past the log: {line.strip()}")
     for b in bad:
         print(b)
     if bad:
         print(
             "fix: results and tables are printed by commands/; everything else on stderr is "
-            "tracing::info!/warn!/error! (see src/logging.rs)"
+            "tracing::info!/warn!/error! (see host/engine/src/logging.rs)"
         )
         return 1
     return 0

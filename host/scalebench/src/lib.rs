@@ -1,75 +1,38 @@
 //! scalebench: finds out, honestly, how far one server goes for an IoT /
 //! time-series ingest system.
 //!
-//! The library holds everything; `main.rs` only parses and calls [`run`].
-//! Map of the crate, from the top (see docs/architecture.md):
-//! - `cli` (clap derive) and `commands/*` (one module per subcommand, and
-//!   `commands/stack_start.rs`: the run's stack from its flags). Nothing
-//!   below imports them.
-//! - `ladder/`: the run (config, session, the one-reading check) and
-//!   `ladder/step/` (topology, offer, drain, count, assemble); `verdict`: the
-//!   pass rules; `budgets`: their limits; `target`: what a step asks of a
-//!   model and an adapter (and `ladder/fake.rs`, the fast tier's in-memory SUT).
-//! - `loadgen` (the producer), `transport/` (MQTT with its `$SYS` counters,
-//!   NATS, HTTP carriers; one pool), `stack/` (drivers: local, docker, external with `--watch`),
-//!   `storage`, `canary`, `probes`, `services/` (SQL and HTTP for plugins),
-//!   `prefill/`, `live_safety`, `latency` (HdrHistograms).
-//! - `results` (the result file's schema), `report/`, `compare`, `chart`,
-//!   `progress`, `study/`.
-//! - Bottom: `error`, `clock`, `units`, `format`, `future`, `output`,
-//!   `catalog` (plugins by name), `points`, `hardware`, `guard`.
+//! The binary's library: the command line (`cli`, `run_plan`) and one
+//! module per subcommand (`commands/`), wiring three crates (see
+//! docs/architecture.md):
+//! - `scalebench-engine`: the ladder, pass rules, load generator,
+//!   transports, stack drivers, probes, distributed runs, studies;
+//! - `scalebench-report`: reports, charts, compare, CI gates;
+//! - `scalebench-results`: the result schema both build on.
+//!
+//! Their modules are re-exported here, so `scalebench::ladder`,
+//! `scalebench::report` and `scalebench::results` name what they always
+//! named. `main.rs` only parses and calls [`run`].
 
-pub mod async_runtime;
-pub mod atomic_file;
-pub mod bench_record;
-pub mod budgets;
-pub mod canary;
-pub mod catalog;
-pub mod chart;
 pub mod cli;
-pub mod clock;
 pub mod commands;
-pub mod compare;
-pub mod compression;
-pub mod credentials;
-pub mod distributed;
-pub mod error;
-pub mod format;
-pub mod future;
-pub mod gates;
-pub mod guard;
-pub mod hardware;
-pub mod ladder;
-pub mod latency;
-pub mod live_metrics;
-pub mod live_safety;
-pub mod loadgen;
-pub mod logging;
-pub mod output;
-pub mod per_second_latency;
-pub mod pg_connect;
-pub mod phase;
-pub mod plugin_check;
 pub mod plugin_templates;
-pub mod points;
-pub mod prefill;
-pub mod probes;
-pub mod progress;
-pub mod report;
-pub mod results;
 pub mod run_plan;
-pub mod serde_words;
-pub mod services;
-pub mod stack;
-pub mod storage;
-pub mod storage_cost;
-pub mod study;
-pub mod target;
-pub mod throwaway_ca;
-pub mod tls;
-pub mod transport;
-pub mod units;
-pub mod verdict;
+
+pub use scalebench_engine::*;
+pub use scalebench_report::{chart, compare, gates, report};
+
+/// Studies: the engine runs them, the report crate draws their report.
+pub mod study {
+    pub use scalebench_engine::study::*;
+
+    /// `scalebench study nats`: the study, its report drawn in its results directory.
+    pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<std::path::PathBuf> {
+        scalebench_engine::study::run_study(args, &scalebench_report::study::draw)
+    }
+
+    /// The study's verdicts, charts and report.md.
+    pub use scalebench_report::study as report;
+}
 
 use cli::{Cli, Command};
 
@@ -131,4 +94,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-pub use error::exit_code;
+/// Exit status for an error: 3 for a failed CI gate, else the engine's
+/// (2 for bad input, 130 for Ctrl-C, 1 otherwise).
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    if err.downcast_ref::<scalebench_report::error::GateFailed>().is_some() {
+        scalebench_report::error::EXIT_GATE
+    } else {
+        error::exit_code(err)
+    }
+}

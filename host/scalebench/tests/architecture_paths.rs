@@ -18,13 +18,13 @@ fn every_path_the_architecture_page_names_exists() {
     }
     assert!(named.len() >= 15, "{named:?}");
     for n in [
-        "host/scalebench/src/loadgen.rs",
-        "host/scalebench/src/verdict.rs",
-        "host/scalebench/src/results.rs",
-        "host/scalebench/src/chart.rs",
-        "host/scalebench/src/stack/docker.rs",
-        "host/scalebench/src/distributed/wire.rs",
-        "host/scalebench/src/tls.rs",
+        "host/engine/src/loadgen.rs",
+        "host/engine/src/verdict.rs",
+        "host/results/src/results.rs",
+        "host/report/src/chart.rs",
+        "host/engine/src/stack/docker.rs",
+        "host/engine/src/distributed/wire.rs",
+        "host/engine/src/tls.rs",
     ] {
         assert!(named.iter().any(|x| x == n), "the page names {n}");
     }

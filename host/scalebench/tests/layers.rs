@@ -21,44 +21,65 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The layer check exactly as the Makefile's lint target runs it, on `src`.
-fn check(src: &Path) -> (bool, String) {
-    let makefile = std::fs::read_to_string(root().join("Makefile")).unwrap();
-    let line = makefile
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("python3 scripts/import-graph.py"))
-        .expect("make lint runs the import graph");
+/// The crate directories the Makefile's lint target hands the layer check.
+fn crate_dirs(makefile_line: &str) -> Vec<String> {
+    let args = makefile_line.split("import-graph.py").nth(1).unwrap().split("--layers").next().unwrap();
+    args.split_whitespace().map(String::from).collect()
+}
+
+/// The layer check exactly as the Makefile's lint target runs it, on the
+/// crates under `base` (the repository, or a scratch copy of its crates).
+fn check(base: &Path) -> (bool, String) {
+    let line = lint_line();
     assert!(line.contains("--layers docs/architecture.md"), "make lint checks the layers: {line}");
     let out = Command::new("python3")
         .arg(root().join("scripts/import-graph.py"))
-        .arg(src)
+        .args(crate_dirs(&line).iter().map(|d| base.join(d)))
         .args(["--layers", root().join("docs/architecture.md").to_str().unwrap()])
         .output()
         .unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+fn lint_line() -> String {
+    let makefile = std::fs::read_to_string(root().join("Makefile")).unwrap();
+    makefile
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("python3 scripts/import-graph.py"))
+        .expect("make lint runs the import graph")
+        .to_string()
+}
+
 #[test]
 fn an_upward_import_planted_in_a_scratch_copy_fails_the_layer_check_by_name() {
-    let (ok, text) = check(&root().join("host/scalebench/src"));
+    let (ok, text) = check(&root());
     assert!(ok, "the tree as it stands passes:\n{text}");
     assert!(text.contains("0 upward edges"), "{text}");
+    let dirs = crate_dirs(&lint_line());
+    assert!(dirs.len() >= 4, "the check covers every scalebench crate: {dirs:?}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    copy_dir(&root().join("host/scalebench/src"), &src);
-    // The result schema (layer 4) reaching up into the ladder (layer 2).
-    let results = src.join("results.rs");
-    let text = std::fs::read_to_string(&results).unwrap();
-    std::fs::write(&results, format!("{text}\n#[allow(unused_imports)]\nuse crate::ladder::LadderConfig;\n")).unwrap();
-    let (ok, out) = check(&src);
+    let scratch = tempfile::tempdir().unwrap();
+    for d in &dirs {
+        copy_dir(&root().join(d).join("src"), &scratch.path().join(d).join("src"));
+        std::fs::copy(root().join(d).join("Cargo.toml"), scratch.path().join(d).join("Cargo.toml")).unwrap();
+    }
+    // The load generator (layer 3) reaching up into the ladder (layer 2).
+    let loadgen = scratch.path().join("host/engine/src/loadgen.rs");
+    let text = std::fs::read_to_string(&loadgen).unwrap();
+    std::fs::write(&loadgen, format!("{text}\n#[allow(unused_imports)]\nuse crate::ladder::LadderConfig;\n")).unwrap();
+    let (ok, out) = check(scratch.path());
     assert!(!ok, "an upward import passed:\n{out}");
-    assert!(out.contains("upward: results (layer 4, results and their views) -> ladder (layer 2, runs)"), "{out}");
+    assert!(
+        out.contains("upward: scalebench_engine::loadgen (layer 3, what a run drives) -> scalebench_engine::ladder (layer 2, runs)"),
+        "{out}"
+    );
 
-    // A new top-level module that no layer names fails too.
-    std::fs::write(&results, text).unwrap();
-    std::fs::write(src.join("newcomer.rs"), "//! New.\npub fn f() {}\n").unwrap();
-    let (ok, out) = check(&src);
-    assert!(!ok && out.contains("`newcomer` is in no layer"), "{out}");
+    // A new top-level module that no layer names fails too. (An import
+    // from one crate up into another is cargo's to refuse: the crate does
+    // not depend on it.)
+    std::fs::write(&loadgen, text).unwrap();
+    std::fs::write(scratch.path().join("host/engine/src/newcomer.rs"), "//! New.\npub fn f() {}\n").unwrap();
+    let (ok, out) = check(scratch.path());
+    assert!(!ok && out.contains("`newcomer` (engine) is in no layer"), "{out}");
 }

@@ -7,6 +7,7 @@ mod ci_gates;
 mod cli_gen;
 mod common;
 mod crash;
+mod crates;
 mod deploy;
 mod distributed;
 mod docker;

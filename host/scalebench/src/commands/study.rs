@@ -1,7 +1,7 @@
 //! `scalebench study nats`: run the study ([`crate::study::nats`]) and
 //! print where its results are.
 
-use crate::study::nats::{run_study, StudyNatsArgs};
+use crate::study::{run_study, StudyNatsArgs};
 
 pub fn nats(args: StudyNatsArgs) -> anyhow::Result<()> {
     let dir = run_study(args)?;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{core, count, delay, js, ms, NOT_SUPPORTED, NOT_TESTED, SUPPORTED};
-use crate::study::nats::record::{Hypothesis, StudyResult, ThroughputRow};
+use scalebench_results::study::record::{Hypothesis, StudyResult, ThroughputRow};
 
 fn h(id: &str, statement: &str, verdict: &str, evidence: String) -> Hypothesis {
     Hypothesis { id: id.into(), statement: statement.into(), verdict: verdict.into(), evidence }

@@ -52,7 +52,7 @@ pub struct Plan {
     pub idle_timeout_s: f64,
 }
 
-pub(super) fn human(n: u64) -> String {
+pub fn human(n: u64) -> String {
     if n >= 1_000_000 && n.is_multiple_of(100_000) {
         crate::format::compact(n as f64)
     } else if n >= 1_000 && n.is_multiple_of(100) {
@@ -63,7 +63,7 @@ pub(super) fn human(n: u64) -> String {
     }
 }
 
-pub(super) fn size_name(b: usize) -> String {
+pub fn size_name(b: usize) -> String {
     if b >= 1024 && b.is_multiple_of(1024) {
         format!("{}k", b / 1024)
     } else {

@@ -1,8 +1,8 @@
 //! The study report's unit tests: verdicts from fixed rows, the report's text.
 
 use super::*;
-use crate::study::nats::plan::Plan;
-use crate::study::nats::record::{ChartFile, StudyResult, Target};
+use scalebench_results::study::plan::Plan;
+use scalebench_results::study::record::{ChartFile, StudyResult, Target};
 
 fn core_row(p: u32, s: u32, rate: f64) -> ThroughputRow {
     ThroughputRow {
@@ -57,7 +57,7 @@ fn delay_row(kind: &str, p50: f64) -> DelayRow {
 
 fn study(throughput: Vec<ThroughputRow>, delay: Vec<DelayRow>) -> StudyResult {
     StudyResult {
-        schema: crate::study::nats::record::SCHEMA.into(),
+        schema: scalebench_results::study::record::SCHEMA.into(),
         run_id: "20261130T150000Z".into(),
         started_utc: String::new(),
         finished_utc: String::new(),

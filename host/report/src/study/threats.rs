@@ -1,6 +1,6 @@
 //! Threats to validity: the fixed ones of this stand, and those the data shows.
 
-use crate::study::nats::record::StudyResult;
+use scalebench_results::study::record::StudyResult;
 
 /// Threats to validity: the fixed ones of this stand, and those the data shows.
 pub fn threats(res: &StudyResult) -> Vec<(String, String)> {

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 
 use super::stand_line;
 use crate::chart::{BarChart, Series};
-use crate::study::nats::record::{ChartFile, DelayRow, StudyResult, ThroughputRow};
+use scalebench_results::study::record::{ChartFile, DelayRow, StudyResult, ThroughputRow};
 
 /// The four charts, written under `dir/charts/`.
 pub fn write_charts(res: &StudyResult, dir: &Path) -> anyhow::Result<Vec<ChartFile>> {

@@ -8,7 +8,7 @@
 //! per section) and [`threats`] (threats to validity). This module holds the
 //! lookups and number formats they share.
 
-use crate::study::nats::record::{DelayRow, StudyResult, ThroughputRow};
+use scalebench_results::study::record::{DelayRow, StudyResult, ThroughputRow};
 
 mod charts;
 mod hypotheses;
@@ -19,6 +19,18 @@ pub use charts::write_charts;
 pub use hypotheses::{evaluate_hypotheses, H1, H2, H3, H4, H5};
 pub use markdown::markdown;
 pub use threats::threats;
+
+/// The study's report for a finished record, in its results directory: the
+/// hypotheses' verdicts and the charts go into the record, report.md beside
+/// it. The engine's `run_study` calls this before it writes study.json.
+pub fn draw(result: &mut StudyResult, out_dir: &std::path::Path) -> anyhow::Result<()> {
+    result.hypotheses = evaluate_hypotheses(result);
+    result.charts = write_charts(result, out_dir)?;
+    let path = out_dir.join("report.md");
+    crate::atomic_file::write(&path, markdown(result).as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}
 
 pub const SUPPORTED: &str = "supported";
 pub const NOT_SUPPORTED: &str = "not supported";

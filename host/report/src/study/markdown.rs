@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{core, count, delay, gib, js, ms, opt, ran, stand_line, threats, NOT_SUPPORTED, SUPPORTED};
-use crate::study::nats::record::{StudyResult, ThroughputRow};
+use scalebench_results::study::record::{StudyResult, ThroughputRow};
 
 /// report.md: the sections in order, each written by a function of its own.
 pub fn markdown(res: &StudyResult) -> String {

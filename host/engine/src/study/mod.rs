@@ -3,11 +3,10 @@
 //! (the shape of the NATS messaging study this project started from).
 //!
 //! - [`nats`]: `scalebench study nats`, core NATS vs JetStream.
-//! - [`report`]: verdicts, charts and report.md from a study's rows.
 //!
-//! Charts are drawn by [`crate::chart`], the same code as the ladder reports.
+//! What a study records is in the results crate (`scalebench_results::study`);
+//! its verdicts, charts and report.md are drawn by the report crate.
 
 pub mod nats;
-pub mod report;
 
-pub use nats::{run_study, StudyNatsArgs};
+pub use nats::{run_study, StudyNatsArgs, StudyReport};

@@ -45,10 +45,8 @@ use local_stack::nats::{NatsCluster, NatsOptions};
 use crate::clock::utc_now;
 use crate::error::UsageError;
 
-use super::report;
-
 /// Outstanding JetStream acks allowed per publisher in `async` rows.
-pub const ACK_WINDOW: usize = 256;
+pub use scalebench_results::study::ACK_WINDOW;
 
 /// `scalebench study nats`.
 #[derive(Debug, Clone, clap::Args)]
@@ -88,8 +86,7 @@ mod core_rows;
 mod delay;
 mod jetstream;
 mod measure;
-pub mod plan;
-pub mod record;
+pub use scalebench_results::study::{plan, record};
 
 pub use plan::{CoreSpec, FloodSpec, JsSpec, Plan};
 pub use record::{
@@ -106,7 +103,13 @@ fn split_urls(s: &str) -> Vec<String> {
 /// Run the study; returns the run directory (`<results-dir>/<run-id>`).
 /// Starts the local cluster on the calling thread (its children die with
 /// that thread: call it from a long-lived thread, not `spawn_blocking`).
-pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
+/// What draws the study's report from its record, in the results
+/// directory: the hypotheses' verdicts and the charts go into the record
+/// (written as study.json after it), report.md beside it. The report crate
+/// provides it; the engine draws nothing itself.
+pub type StudyReport<'a> = &'a dyn Fn(&mut StudyResult, &Path) -> anyhow::Result<()>;
+
+pub fn run_study(args: StudyNatsArgs, report: StudyReport) -> anyhow::Result<PathBuf> {
     let external = args.url.as_deref().map(split_urls);
     if let Some(urls) = &external {
         if urls.is_empty() || urls.iter().any(|u| !u.starts_with("nats://")) {
@@ -263,11 +266,9 @@ pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<PathBuf> {
         charts: Vec::new(),
         notes,
     };
-    result.hypotheses = report::evaluate_hypotheses(&result);
-    result.charts = report::write_charts(&result, &out_dir)?;
+    report(&mut result, &out_dir)?;
     let json = serde_json::to_string_pretty(&result)?;
     write_atomic(&out_dir.join("study.json"), json.as_bytes())?;
-    write_atomic(&out_dir.join("report.md"), report::markdown(&result).as_bytes())?;
     tracing::info!("study nats: {} in {:.1} s", result.ended_because, result.wall_seconds);
     if interrupted {
         return Err(crate::error::Interrupted.into());
