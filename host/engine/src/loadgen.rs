@@ -187,6 +187,8 @@ pub fn batch_readings_max(points: u32, interval: Duration, connections: u32) -> 
 /// `spec.duration` or `stop`. `addresses[tag]` is where readings of `tag` go.
 /// What the schedule held but could not be handed over by the end is not
 /// offered: the load never runs past its wall-clock window.
+///
+/// Long on purpose: one pacing loop (interval, slot, batch) whose locals — the schedule's position, the batches and what each carries, the seconds handed over, the next canary — every part of it reads and writes; the parts that share nothing are the helpers below (`send_until`, the batch and canary builders).
 pub fn produce(
     plugins: &mut Plugins,
     spec: &LoadSpec,

@@ -195,6 +195,8 @@ pub fn run_probes(
 /// [`run_probes`], but probes run only while the load runs: once `load_over`
 /// is set, a probe whose runs are not all done is reported as
 /// [`NOT_UNDER_LOAD`] (and the rest are not started).
+///
+/// Long on purpose: the probes' scheduler loop: which probe runs next, what the load's end does to the rest, and each run's outcome share the loop's state.
 pub fn run_probes_until(
     probe_set: &mut ProbeSet,
     probes: &[Probe],

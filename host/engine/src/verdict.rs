@@ -109,6 +109,8 @@ pub fn held_back_too_long(held_back_s: f64, soak_s: f64) -> bool {
 }
 
 /// Decide status and reasons; reasons are ordered most important first.
+///
+/// Long on purpose: every pass rule in the order its reason is printed, one block each, so the verdict reads top to bottom in one place; the figures the rules compare come from the named helpers around it.
 pub fn decide(step: &StepResult, ctx: &Context) -> (Status, Vec<String>) {
     let mut fail = Vec::new();
     let mut inconclusive = Vec::new();

@@ -83,3 +83,31 @@ fn an_upward_import_planted_in_a_scratch_copy_fails_the_layer_check_by_name() {
     let (ok, out) = check(scratch.path());
     assert!(!ok && out.contains("`newcomer` (engine) is in no layer"), "{out}");
 }
+
+/// The long-function check `make lint` runs: a function over 120 lines
+/// fails it, named, unless its doc comment says why; the tree passes.
+#[test]
+fn a_long_function_fails_the_lint_unless_it_says_why() {
+    let makefile = std::fs::read_to_string(root().join("Makefile")).unwrap();
+    let line = makefile.lines().map(str::trim).find(|l| l.starts_with("python3 scripts/long-functions.py")).unwrap();
+    let dirs: Vec<_> = line.split_whitespace().skip(2).map(|d| root().join(d)).collect();
+    let run = |dirs: &[PathBuf]| {
+        let out = Command::new("python3").arg(root().join("scripts/long-functions.py")).args(dirs).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (ok, text) = run(&dirs);
+    assert!(ok, "the tree as it stands passes:\n{text}");
+
+    let scratch = tempfile::tempdir().unwrap();
+    let body: String = (0..130).map(|i| format!("    let _x{i} = {i};\n")).collect();
+    let file = scratch.path().join("long.rs");
+    std::fs::write(&file, format!("/// Does a lot.\npub fn long_one() {{\n{body}}}\n")).unwrap();
+    let (ok, text) = run(&[scratch.path().to_path_buf()]);
+    assert!(!ok && text.contains("`long_one` is 132 lines"), "{text}");
+    std::fs::write(
+        &file,
+        format!("/// Does a lot.\n///\n/// Long on purpose: a test.\npub fn long_one() {{\n{body}}}\n"),
+    )
+    .unwrap();
+    assert!(run(&[scratch.path().to_path_buf()]).0);
+}

@@ -117,6 +117,8 @@ impl Manifests {
 }
 
 /// The manifests for `opts`, or a usage error naming the bad flag.
+///
+/// Long on purpose: the manifests as one document in the order kubectl applies them.
 pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
     check(opts)?;
     let Options { workers, image, namespace, name, cpu, memory, port, cluster_domain } = opts;

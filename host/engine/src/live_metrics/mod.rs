@@ -252,6 +252,7 @@ enum Value {
 }
 
 impl prometheus_client::collector::Collector for Collect {
+    /// Long on purpose: every metric family in the order a scrape shows them, each absent when not measured.
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut steps = self.0.steps.lock().unwrap().clone();
         for s in steps.iter_mut() {

@@ -156,6 +156,8 @@ enum Work {
 }
 
 /// Run one hisWrite job to completion or until `stop`. Blocking.
+///
+/// Long on purpose: one job's loop: the resume point, the batch in flight, its answer and the progress share its state.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     spec: &Spec,

@@ -291,6 +291,8 @@ pub fn connect(conn: &str) -> anyhow::Result<postgres::Client> {
 
 /// Run one COPY job to completion or until `stop`. `conn` is the
 /// connection string of the plan's database service. Blocking.
+///
+/// Long on purpose: one job's loop: the resume point, the COPY in flight, its commit and the progress share its state.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     spec: &Spec,

@@ -146,6 +146,8 @@ fn parse_short_port(s: &str) -> Option<PortSpec> {
 /// Read `file`, interpolate it with `env`, and make the effective
 /// configuration: project `project` (or the file's `name`), caps from the
 /// file, `caps` overrides, defaults, clamped to `nproc`.
+///
+/// Long on purpose: the compose file's sections read in the order the effective configuration depends on them.
 pub fn load(
     file: &Path,
     env: &BTreeMap<String, String>,

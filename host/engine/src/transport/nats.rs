@@ -153,15 +153,21 @@ pub async fn ensure_stream(
             }
         }
     }
-    // A replicated stream takes publishes once it has a leader: until then a
-    // server may answer "no stream found" (seen with nats-server 2.15).
+    // A replicated stream takes publishes once it has a leader and every
+    // replica has it: until then a server may answer "no stream found" (seen
+    // with nats-server 2.15, on a 3-node cluster whose leader was already
+    // elected but whose other nodes had not caught up).
     if replicas > 1 {
         while Instant::now() < deadline {
-            let led = match js.get_stream(name).await {
-                Ok(mut s) => s.info().await.ok().and_then(|i| i.cluster.clone()).and_then(|c| c.leader).is_some(),
+            let ready = match js.get_stream(name).await {
+                Ok(mut s) => s.info().await.ok().and_then(|i| i.cluster.clone()).is_some_and(|c| {
+                    c.leader.is_some()
+                        && c.replicas.len() + 1 >= replicas.max(1) as usize
+                        && c.replicas.iter().all(|r| r.current && !r.offline)
+                }),
                 Err(_) => false,
             };
-            if led {
+            if ready {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

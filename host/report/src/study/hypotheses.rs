@@ -20,6 +20,8 @@ pub const H4: &str =
 pub const H5: &str = "Burst delay: flood delay (publish a burst, then drain) is far above ping delay (p50 at least 10x), because it is queueing time that grows with the backlog, not the network path.";
 
 /// H1–H5 checked against the rows.
+///
+/// Long on purpose: H1–H5 in order, one block each, as the report states them.
 pub fn evaluate_hypotheses(res: &StudyResult) -> Vec<Hypothesis> {
     let mut out = Vec::new();
 

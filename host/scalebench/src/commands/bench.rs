@@ -688,6 +688,7 @@ async fn plain_nats(
     Ok((n, t0.elapsed().as_secs_f64()))
 }
 
+/// Long on purpose: a benchmark's script: the publish modes in the order they run against one nats-server, each printed beside the bare client's figure.
 pub fn run_nats(opts: &PluginOptions, args: crate::cli::NatsBenchArgs) -> anyhow::Result<()> {
     use crate::transport::nats::{NatsConfig, NatsTransport};
     let (points, interval) = (args.points, args.interval);

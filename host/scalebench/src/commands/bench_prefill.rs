@@ -50,6 +50,7 @@ pub fn run(opts: &PluginOptions, args: PrefillBenchArgs) -> anyhow::Result<()> {
     out.map_err(|_| anyhow::anyhow!("the benchmark thread stopped unexpectedly"))?
 }
 
+/// Long on purpose: a benchmark's script: each way of writing the same rows, then its figures beside the baselines, in the order they run against one stack.
 fn bench(
     opts: &PluginOptions,
     args: &PrefillBenchArgs,

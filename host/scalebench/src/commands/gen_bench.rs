@@ -91,6 +91,7 @@ fn pin_to_one_cpu() -> Option<usize> {
     }
 }
 
+/// Long on purpose: a benchmark's script: the plugin and the native code timed on the same points in one run, then both figures.
 pub fn run(opts: &PluginOptions, args: &GenArgs) -> anyhow::Result<()> {
     let tags = args.tags.max(1);
     let samples = args.samples.clamp(1, 1_000_000);

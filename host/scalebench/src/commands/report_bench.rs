@@ -20,6 +20,8 @@ impl Noise {
 
 /// A synthetic ladder result: `steps` (points), `soak_s` of soak after a
 /// 60 s warm-up, a sample every 15 s. Made up, for timing the rendering only.
+///
+/// Long on purpose: a fixture: one made-up result written out field by field.
 pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
     let mut n = Noise(7);
     let services = ["mosquitto", "postgres", "reference-historian"];

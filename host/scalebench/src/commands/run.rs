@@ -13,6 +13,7 @@ use crate::cli::{LadderFlags, PluginOptions, RunArgs, StackKind};
 use crate::ladder::{self, Fault, FaultKind, LadderConfig};
 use crate::services::StackServices;
 use crate::stack::{self, ServiceKind, StackDriver};
+use crate::throwaway_ca::ThrowawayPki;
 
 /// The default ladder: the original Baler scale-test plan's, with smaller first steps on small hosts.
 pub fn default_steps(nproc: usize) -> Vec<u64> {
@@ -146,15 +147,31 @@ fn check_budgets(rt: &plugin_runtime::Runtime, cfg: &LadderConfig, all: &Budgets
     Ok(budgets.clone())
 }
 
+/// `scalebench run`, in its phases: the flags checked, the ladder's
+/// configuration, the plugins loaded (bad ones fail before any process
+/// starts), the isolation guard, then the session on a runtime.
 pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
-    crate::commands::stack_start::check_built_in_tls(&args)?;
+    check_flags(&args)?;
+    let budgets = Budgets::resolve(args.plugins.budgets.as_deref())?;
+    let mut cfg = ladder_config(&args)?;
+    let built_in_tls = crate::commands::stack_start::built_in_tls(&args, &cfg.run_id)?;
+    cfg.faults = faults(&args)?;
+    let workers = parse_workers(&args.workers, &cfg.run_id)?;
+    check_prefill_days(&args)?;
+    let plugin_rt = crate::catalog::runtime(&opts.limits())?;
+    let plan = load_plugins(&plugin_rt, &args, &mut cfg)?;
+    let budgets = check_budgets(&plugin_rt, &cfg, &budgets)?;
+    guard_external(&args)?;
+    let session = Session { opts, args: &args, cfg, plan, plugin_rt, budgets, workers, built_in_tls };
+    crate::async_runtime::two_threads()?.block_on(session.run())
+}
+
+fn check_flags(args: &RunArgs) -> anyhow::Result<()> {
+    crate::commands::stack_start::check_built_in_tls(args)?;
     if !args.stack.tls {
         super::install_access(&args.access)?;
     }
-    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let (plugins, ladder, live) = (&args.plugins, &args.ladder, &args.live);
-    let steps = ladder.steps.clone().unwrap_or_else(|| default_steps(nproc));
-    let LadderFlags { interval, warmup, soak, sample_every, drain_timeout, .. } = *ladder;
+    let LadderFlags { interval, soak, sample_every, .. } = args.ladder;
     if interval.is_zero() || soak.is_zero() || sample_every.is_zero() {
         return Err(usage("--interval, --soak and --sample-every must be above zero".into()));
     }
@@ -163,9 +180,29 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
             "--watch is for --stack external: scalebench already watches the stacks it runs itself".into(),
         ));
     }
-    let budgets = Budgets::resolve(plugins.budgets.as_deref())?;
-    // Without --probes the set follows the target's storage (below, once
-    // its plan is known).
+    Ok(())
+}
+
+fn check_prefill_days(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(d) = args.ladder.prefill_days {
+        if !(d > 0.0 && d <= 3660.0) {
+            return Err(usage(format!(
+                "--prefill-days {d}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What the run asks, from its flags: a fresh run id in the results
+/// directory (made here), credentials read (never from the params).
+fn ladder_config(args: &RunArgs) -> anyhow::Result<LadderConfig> {
+    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let (plugins, ladder, live) = (&args.plugins, &args.ladder, &args.live);
+    let steps = ladder.steps.clone().unwrap_or_else(|| default_steps(nproc));
+    let LadderFlags { interval, warmup, soak, sample_every, drain_timeout, .. } = *ladder;
+    // Without --probes the set follows the target's storage (once its plan
+    // is known, in `load_plugins`).
     let probes = match plugins.probes.as_deref() {
         Some("none") | None => None,
         Some(other) => Some(other.to_string()),
@@ -177,9 +214,7 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
     let results_dir = args.output.results_dir.clone();
     std::fs::create_dir_all(&results_dir).with_context(|| format!("cannot create {}", results_dir.display()))?;
     let run_id = crate::results::fresh_run_id(&results_dir, "-ladder.json");
-    let built_in_tls = crate::commands::stack_start::built_in_tls(&args, &run_id)?;
-
-    let cfg = LadderConfig {
+    Ok(LadderConfig {
         steps,
         interval,
         warmup,
@@ -203,12 +238,12 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         probe_warm_runs: 5,
         drain_timeout,
         results_dir,
-        run_id: run_id.clone(),
+        run_id,
         command_line: std::env::args().collect(),
         plan: args.resolved_plan.clone(),
         min_disk_free_bytes: (ladder.min_disk_free_gb * 1e9) as u64,
         repo_dir,
-        faults: faults(&args)?,
+        faults: Vec::new(),
         live: crate::live_safety::Config {
             url: live.live_url.clone(),
             latency_factor: live.live_latency_factor,
@@ -217,130 +252,99 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
         prefill: None,
         workers: Vec::new(),
         metrics: None,
-    };
-    let workers = parse_workers(&args.workers, &run_id)?;
-    if let Some(d) = ladder.prefill_days {
-        if !(d > 0.0 && d <= 3660.0) {
-            return Err(usage(format!(
-                "--prefill-days {d}: give a number of days above 0 (fractions allowed, e.g. 0.125 for 3 hours)"
-            )));
-        }
-    }
-    let plugin_rt = crate::catalog::runtime(&opts.limits())?;
-    // Fail on bad plugins before starting any process.
+    })
+}
+
+/// Every plugin loaded once (bad ones fail before any process starts);
+/// the target's plan, which decides the stack; the probe set the target's
+/// storage implies when `--probes` is not given.
+fn load_plugins(
+    plugin_rt: &plugin_runtime::Runtime,
+    args: &RunArgs,
+    cfg: &mut LadderConfig,
+) -> anyhow::Result<plugin_runtime::adapter_types::Plan> {
     for spec in [&cfg.model, &cfg.target].into_iter().chain(cfg.probes.as_ref()) {
-        crate::catalog::load(&plugin_rt, spec)?;
+        crate::catalog::load(plugin_rt, spec)?;
     }
-    // The target's plan decides which local stack to start.
     let plan = {
-        let p = crate::catalog::load(&plugin_rt, &cfg.target)?;
-        let mut a = plugin_runtime::TargetAdapter::instantiate(&plugin_rt, &p, Arc::new(plugin_runtime::NoServices))?;
+        let p = crate::catalog::load(plugin_rt, &cfg.target)?;
+        let mut a = plugin_runtime::TargetAdapter::instantiate(plugin_rt, &p, Arc::new(plugin_runtime::NoServices))?;
         a.configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
             .map_err(crate::commands::gen::user_error)?
     };
-    let mut cfg = cfg;
-    if plugins.probes.is_none() {
+    if args.plugins.probes.is_none() {
         cfg.probes = default_probes(&plan).map(String::from);
     }
     if let Some(spec) = &cfg.probes {
-        cfg.probe_params = follow_services(&plugin_rt, spec, &cfg.probe_params, &plan.storage)?;
+        cfg.probe_params = follow_services(plugin_rt, spec, &cfg.probe_params, &plan.storage)?;
     }
-    let budgets = check_budgets(&plugin_rt, &cfg, &budgets)?;
-    // The isolation guard, for external stacks too: never a live install by accident.
-    if args.stack.kind == StackKind::External {
-        let (ext, live_host) = (&args.external, &live.live_host);
-        if let Some(u) = &ext.mqtt_url {
-            let (h, p) = stack::parse_mqtt_url(u).map_err(usage)?;
-            crate::guard::check_endpoint("MQTT broker", &h, p, live_host)?;
-        }
-        if let Some(pg) = &ext.pg_url {
-            crate::guard::check_pg(pg, live_host)?;
-        }
-        if let Some(n) = &ext.nats_url {
-            crate::guard::check_nats_urls(n, live_host)?;
-        }
-        for svc in &ext.service {
-            let url = svc.split_once('=').map(|(_, u)| u).unwrap_or(svc);
-            let (h, p) = stack::url_host_port(url).map_err(usage)?;
-            crate::guard::check_endpoint("HTTP service", &h, p, live_host)?;
-        }
-    }
+    Ok(plan)
+}
 
-    let tokio_rt = crate::async_runtime::two_threads()?;
-    tokio_rt.block_on(async move {
-        let stop = Arc::new(AtomicBool::new(false));
-        {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    tracing::info!("\ninterrupted: finishing the current measurement, keeping results, stopping the stack (Ctrl-C again to quit at once)");
-                    stop.store(true, Ordering::Relaxed);
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        std::process::exit(130);
-                    }
-                }
-            });
-        }
-        let mut cfg = cfg;
-        if let Some(addr) = args.output.metrics_listen {
-            let m = crate::live_metrics::LiveMetrics::new(&cfg.target);
+/// The isolation guard, for external stacks too: never a live install by accident.
+fn guard_external(args: &RunArgs) -> anyhow::Result<()> {
+    if args.stack.kind != StackKind::External {
+        return Ok(());
+    }
+    let (ext, live_host) = (&args.external, &args.live.live_host);
+    if let Some(u) = &ext.mqtt_url {
+        let (h, p) = stack::parse_mqtt_url(u).map_err(usage)?;
+        crate::guard::check_endpoint("MQTT broker", &h, p, live_host)?;
+    }
+    if let Some(pg) = &ext.pg_url {
+        crate::guard::check_pg(pg, live_host)?;
+    }
+    if let Some(n) = &ext.nats_url {
+        crate::guard::check_nats_urls(n, live_host)?;
+    }
+    for svc in &ext.service {
+        let url = svc.split_once('=').map(|(_, u)| u).unwrap_or(svc);
+        let (h, p) = stack::url_host_port(url).map_err(usage)?;
+        crate::guard::check_endpoint("HTTP service", &h, p, live_host)?;
+    }
+    Ok(())
+}
+
+/// Everything checked: what the run holds while its stack is up.
+struct Session<'a> {
+    opts: &'a PluginOptions,
+    args: &'a RunArgs,
+    cfg: LadderConfig,
+    plan: plugin_runtime::adapter_types::Plan,
+    plugin_rt: plugin_runtime::Runtime,
+    budgets: Budgets,
+    workers: Option<Workers>,
+    built_in_tls: Option<ThrowawayPki>,
+}
+
+impl Session<'_> {
+    /// The stack up, the workers started, history prefilled, the ladder run;
+    /// the stack down whatever happened; then the table, report and gates.
+    async fn run(mut self) -> anyhow::Result<()> {
+        let stop = stop_on_ctrl_c();
+        if let Some(addr) = self.args.output.metrics_listen {
+            let m = crate::live_metrics::LiveMetrics::new(&self.cfg.target);
             let bound = crate::live_metrics::server::serve(addr, m.clone()).await?;
             tracing::info!("metrics: http://{bound}/metrics");
-            cfg.metrics = Some(m);
+            self.cfg.metrics = Some(m);
         }
-        let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(&args, &plan, &cfg.target, &run_id, built_in_tls.as_ref()).await?;
-        let endpoints = stack.services();
-        let services = Arc::new(StackServices::new(
-            endpoints.iter().filter(|e| e.kind == ServiceKind::Postgres).map(|e| (e.name.clone(), e.address.clone())).collect(),
-            endpoints.iter().filter(|e| e.kind == ServiceKind::Http).map(|e| (e.name.clone(), e.address.clone())).collect(),
-        )?);
-        let mut cfg = cfg;
-        // A distributed run: workers someone started, or a Swarm service of ours.
-        let mut swarm = None;
-        match &workers {
-            Some(Workers::Urls(urls)) => cfg.workers = urls.clone(),
-            Some(Workers::Start(spec)) => match spec.start(std::time::Duration::from_secs(120)).await {
-                Ok(service) => {
-                    tracing::info!("workers: Swarm service {} ({} workers)", service.name, service.urls.len());
-                    cfg.workers = service.urls.clone();
-                    swarm = Some(service);
-                }
-                Err(e) => {
-                    stack.stop();
-                    return Err(e);
-                }
-            },
-            None => {}
-        }
-        // History before step 1, for the ladder's largest step, into the
-        // service the target's history plan names.
-        let prefilled = match args.ladder.prefill_days {
-            None => Ok(None),
-            Some(days) => {
-                let points = cfg.steps.iter().copied().max().unwrap_or(1) as u32;
-                let spec = crate::prefill::operation::spec(&cfg.model, &cfg.model_params, &cfg.target, &cfg.target_params, points, days, cfg.interval.as_millis() as u64, cfg.seed);
-                let stop = stop.clone();
-                let by_kind = |k: ServiceKind| endpoints.iter().filter(|e| e.kind == k).map(|e| (e.name.clone(), e.address.clone())).collect();
-                let params = crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref());
-                crate::prefill::operation::destination(by_kind(ServiceKind::Postgres), by_kind(ServiceKind::Http), &cfg.results_dir).and_then(|(dest, services)| {
-                    tokio::task::block_in_place(|| crate::prefill::operation::prefill_with(&opts.limits(), &spec, &params, &dest, &services, stop)).map(Some)
-                })
+        let (args, run_id) = (self.args, self.cfg.run_id.clone());
+        let mut stack: Box<dyn StackDriver> = crate::commands::stack_start::start(
+            args,
+            &self.plan,
+            &self.cfg.target,
+            &run_id,
+            self.built_in_tls.as_ref(),
+        )
+        .await?;
+        let swarm = match self.start_workers().await {
+            Ok(swarm) => swarm,
+            Err(e) => {
+                stack.stop();
+                return Err(e);
             }
         };
-        let result = match prefilled {
-            Ok(p) => {
-                cfg.prefill = p;
-                if stop.load(Ordering::Relaxed) {
-                    Err(anyhow::Error::from(crate::error::PrefillInterrupted {
-                        written: cfg.prefill.as_ref().map(|r| r.rows_before + r.rows_added + r.rows_already_stored).unwrap_or(0),
-                        total: cfg.prefill.as_ref().map(|r| r.rows_total).unwrap_or(0),
-                    }))
-                } else {
-                    ladder::run(&cfg, &plugin_rt, &mut *stack, services, &budgets, stop.clone()).await
-                }
-            }
-            Err(e) => Err(e),
-        };
+        let result = self.prefill_and_ladder(&mut *stack, &stop).await;
         if let Some(s) = swarm {
             s.remove().await;
         }
@@ -355,19 +359,105 @@ pub fn run(opts: &PluginOptions, args: RunArgs) -> anyhow::Result<()> {
                 tracing::info!("the stack's files and logs are kept in {}", dir.display());
             }
         }
-        let result = result?;
-        println!("{}", crate::commands::table::render(std::slice::from_ref(&result)));
-        if args.output.report {
+        self.show(&result?, &stop)
+    }
+
+    /// A distributed run: workers someone started, or a Swarm service of ours.
+    async fn start_workers(&mut self) -> anyhow::Result<Option<crate::distributed::swarm::Service>> {
+        match &self.workers {
+            Some(Workers::Urls(urls)) => {
+                self.cfg.workers = urls.clone();
+                Ok(None)
+            }
+            Some(Workers::Start(spec)) => {
+                let service = spec.start(std::time::Duration::from_secs(120)).await?;
+                tracing::info!("workers: Swarm service {} ({} workers)", service.name, service.urls.len());
+                self.cfg.workers = service.urls.clone();
+                Ok(Some(service))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// History before step 1 (for the ladder's largest step, into the
+    /// service the target's history plan names), then the ladder.
+    async fn prefill_and_ladder(
+        &mut self,
+        stack: &mut dyn StackDriver,
+        stop: &Arc<AtomicBool>,
+    ) -> anyhow::Result<crate::results::RunResult> {
+        let endpoints = stack.services();
+        let by_kind = |k: ServiceKind| -> std::collections::BTreeMap<String, String> {
+            endpoints.iter().filter(|e| e.kind == k).map(|e| (e.name.clone(), e.address.clone())).collect()
+        };
+        let services = Arc::new(StackServices::new(by_kind(ServiceKind::Postgres), by_kind(ServiceKind::Http))?);
+        let cfg = &mut self.cfg;
+        if let Some(days) = self.args.ladder.prefill_days {
+            let points = cfg.steps.iter().copied().max().unwrap_or(1) as u32;
+            let spec = crate::prefill::operation::spec(
+                &cfg.model,
+                &cfg.model_params,
+                &cfg.target,
+                &cfg.target_params,
+                points,
+                days,
+                cfg.interval.as_millis() as u64,
+                cfg.seed,
+            );
+            let params = crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref());
+            let (dest, prefill_services) = crate::prefill::operation::destination(
+                by_kind(ServiceKind::Postgres),
+                by_kind(ServiceKind::Http),
+                &cfg.results_dir,
+            )?;
+            let limits = self.opts.limits();
+            let report = tokio::task::block_in_place(|| {
+                crate::prefill::operation::prefill_with(&limits, &spec, &params, &dest, &prefill_services, stop.clone())
+            })?;
+            cfg.prefill = Some(report);
+            if stop.load(Ordering::Relaxed) {
+                let p = cfg.prefill.as_ref();
+                return Err(anyhow::Error::from(crate::error::PrefillInterrupted {
+                    written: p.map(|r| r.rows_before + r.rows_added + r.rows_already_stored).unwrap_or(0),
+                    total: p.map(|r| r.rows_total).unwrap_or(0),
+                }));
+            }
+        }
+        ladder::run(cfg, &self.plugin_rt, stack, services, &self.budgets, stop.clone()).await
+    }
+
+    /// The results table on stdout, the report if asked, then CI's gates.
+    fn show(&self, result: &crate::results::RunResult, stop: &AtomicBool) -> anyhow::Result<()> {
+        let cfg = &self.cfg;
+        println!("{}", crate::commands::table::render(std::slice::from_ref(result)));
+        if self.args.output.report {
             let dir = cfg.results_dir.join(format!("{}-report", cfg.run_id));
-            let w = crate::report::write(std::slice::from_ref(&result), &dir)?;
+            let w = crate::report::write(std::slice::from_ref(result), &dir)?;
             tracing::info!("report: {} and {}", w.html.display(), w.markdown.display());
         }
         tracing::info!("results: {}", crate::results::RunResult::path_in(&cfg.results_dir, &cfg.run_id).display());
         if stop.load(Ordering::Relaxed) {
             return Err(crate::cli::Interrupted.into());
         }
-        gate(&args.output, &result)
-    })
+        gate(&self.args.output, result)
+    }
+}
+
+/// Ctrl-C sets the flag the run polls: the current measurement finishes,
+/// results are kept, the stack stops. A second Ctrl-C quits at once.
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::info!("\ninterrupted: finishing the current measurement, keeping results, stopping the stack (Ctrl-C again to quit at once)");
+            flag.store(true, Ordering::Relaxed);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    stop
 }
 
 /// `--junit` and `--require-ceiling`: the run's verdicts for CI.

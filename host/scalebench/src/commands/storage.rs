@@ -120,6 +120,7 @@ fn measure_target(
     measured
 }
 
+/// Long on purpose: a benchmark's script: each storage format written from the same values, then the table, in the order they run.
 pub fn run(opts: &PluginOptions, args: StorageArgs) -> anyhow::Result<()> {
     let models: Vec<String> = args.models.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
     if models.len() < 2 {

@@ -2,6 +2,7 @@
 
 use super::*;
 
+/// Long on purpose: it builds the step's `StepResult` field by field from the phases' outputs; each figure's computation is a named function, what is left is the record.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn assemble(
     env: &Env<'_>,

@@ -64,7 +64,9 @@ pub(super) fn disk_check(
     (low, unmeasured)
 }
 
-/// The offer phase. Long on purpose: it is one loop, every 100 ms for the
+/// The offer phase.
+///
+/// Long on purpose: it is one loop, every 100 ms for the
 /// whole load, that must see everything in order (stop, supervision,
 /// faults due, the soak's start, the probes' start, a sample); each of
 /// those is a named function or phase of its own below.

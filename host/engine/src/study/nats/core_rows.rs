@@ -11,6 +11,7 @@ use super::client::{connect, is_warmup, landed_on, mib, node_of, payload, rate, 
 use super::plan::{CoreSpec, Plan};
 use super::record::ThroughputRow;
 
+/// Long on purpose: one row of the study as it runs: connections, warm-up, the timed phase and its counts share the row's clients and clocks.
 pub(super) async fn core_row(
     urls: &[String],
     tag: &str,

@@ -83,6 +83,8 @@ pub(super) async fn js_row(
 
 /// Publishers, warm-up, the measured phase. Returns the warm-up messages
 /// that landed in the stream.
+///
+/// Long on purpose: publishers, warm-up and the measured phase share the row's stream, clients and clocks.
 pub(super) async fn js_publish_phase(
     urls: &[String],
     base: &str,

@@ -109,6 +109,7 @@ fn split_urls(s: &str) -> Vec<String> {
 /// provides it; the engine draws nothing itself.
 pub type StudyReport<'a> = &'a dyn Fn(&mut StudyResult, &Path) -> anyhow::Result<()>;
 
+/// Long on purpose: the study's script: the servers up, the rows measured, the record written, the servers down whatever happened; each row kind is a file of its own.
 pub fn run_study(args: StudyNatsArgs, report: StudyReport) -> anyhow::Result<PathBuf> {
     let external = args.url.as_deref().map(split_urls);
     if let Some(urls) = &external {

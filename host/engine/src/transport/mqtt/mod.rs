@@ -355,6 +355,7 @@ impl super::Transport for MqttTransport {
     }
 }
 
+/// Long on purpose: one connection's reconnect loop around its send loop; both share the socket, the in-flight window and the map of packets awaiting their PUBACK, which is what makes an ack count exactly once across a reconnect.
 async fn run_connection(
     cfg: Arc<MqttConfig>,
     client_id: String,
