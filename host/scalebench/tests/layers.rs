@@ -41,14 +41,20 @@ fn check(base: &Path) -> (bool, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn lint_line() -> String {
+/// The Makefile's line that runs `script` (make lint's).
+fn makefile_line(script: &str) -> String {
     let makefile = std::fs::read_to_string(root().join("Makefile")).unwrap();
+    let start = format!("python3 scripts/{script}");
     makefile
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with("python3 scripts/import-graph.py"))
-        .expect("make lint runs the import graph")
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("make lint runs {script}"))
         .to_string()
+}
+
+fn lint_line() -> String {
+    makefile_line("import-graph.py")
 }
 
 #[test]
@@ -88,8 +94,7 @@ fn an_upward_import_planted_in_a_scratch_copy_fails_the_layer_check_by_name() {
 /// fails it, named, unless its doc comment says why; the tree passes.
 #[test]
 fn a_long_function_fails_the_lint_unless_it_says_why() {
-    let makefile = std::fs::read_to_string(root().join("Makefile")).unwrap();
-    let line = makefile.lines().map(str::trim).find(|l| l.starts_with("python3 scripts/long-functions.py")).unwrap();
+    let line = makefile_line("long-functions.py");
     let dirs: Vec<_> = line.split_whitespace().skip(2).map(|d| root().join(d)).collect();
     let run = |dirs: &[PathBuf]| {
         let out = Command::new("python3").arg(root().join("scripts/long-functions.py")).args(dirs).output().unwrap();
