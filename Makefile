@@ -21,11 +21,14 @@ run: setup-run
 
 # The suite runs under cargo-nextest (.config/nextest.toml says what may
 # overlap); the Docker images are built once before it, not by the first
-# tests that need them. The ten slowest tests are printed at the end.
+# tests that need them, and the historian binary the stack tests start is
+# built once here, not by each of their processes at once. The ten slowest
+# tests are printed at the end.
 NEXTEST_JUNIT = $(CURDIR)/target/nextest/default/junit.xml
 test: setup
 	./scripts/dockerd.sh start
 	cargo nextest run --release --workspace --no-run
+	cargo build --release -p reference-historian
 	./scripts/docker-images.sh $(CARGO_TARGET_DIR)/release/scalebench
 	rm -f $(NEXTEST_JUNIT)
 	cargo nextest run --release --workspace --no-fail-fast; rc=$$?; \

@@ -242,7 +242,9 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     // 6. A ladder on the prefilled stack, prefilling a short history of its own
     //    first (already stored: met and left alone), then probing under load.
     let run = run_ladder(&[
-        // Probes over hours of history take seconds each: a soak long enough for 6 runs of each.
+        // Probes over hours of history take seconds each, one after the
+        // other, six runs of each (latest-all alone took 30 s here): the
+        // soak must reach hour-1000's first run, or it has no rows.
         "--steps",
         "1k",
         "--interval",
@@ -269,6 +271,7 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
         .unwrap_or_else(|| panic!("no hour-1000 probe: {r}"))
         .clone();
     // An hour of 1,000 points at 5 s is 720,000 readings; the load itself adds at most 14 s of them.
+    assert!(hour["rows"].is_u64(), "hour-1000 has no rows (cut by the soak's end?): {hour}");
     assert!(u(&hour["rows"]) >= POINTS * 700, "hour-1000 read {} rows: {hour}", hour["rows"]);
 }
 
