@@ -7,7 +7,8 @@
 //!   model and an adapter (and `ladder/fake.rs`, the fast tier's in-memory SUT).
 //!   `distributed/`: a run whose load comes from workers; `study/`: the NATS
 //!   study; `plugin_check/`: a plugin against the contract.
-//! - `loadgen` (the producer), `transport/` (MQTT with its `$SYS` counters,
+//! - `loadgen` (the producer), `load_source` (where a step's readings come
+//!   from: this process, or workers), `transport/` (MQTT with its `$SYS` counters,
 //!   NATS, HTTP carriers; one pool), `stack/` (drivers: local, docker, external with `--watch`),
 //!   `storage`, `canary`, `probes`, `services/` (SQL and HTTP for plugins),
 //!   `prefill/`, `live_safety`, `progress`, `live_metrics/`.
@@ -32,6 +33,7 @@ pub mod guard;
 pub mod ladder;
 pub mod live_metrics;
 pub mod live_safety;
+pub mod load_source;
 pub mod loadgen;
 pub mod logging;
 pub mod output;

@@ -845,6 +845,11 @@ pub struct WorkerArgs {
     /// Tests only: the build id this worker reports.
     #[arg(long, hide = true)]
     pub test_build_id: Option<String>,
+    /// A file holding the token the control API takes (at least 16
+    /// letters, digits, `-` or `_`); else $SCALEBENCH_WORKER_TOKEN; else
+    /// the worker makes one and prints its URL with it.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Serve this worker's live figures for Prometheus at http://ADDR/metrics
     /// (its own share; the coordinator's endpoint has the run's).
     #[arg(long, value_name = "ADDR")]

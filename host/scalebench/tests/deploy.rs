@@ -57,7 +57,7 @@ fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
 
     let docs = documents(&std::fs::read_to_string(&file).unwrap());
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().expect("every document has a kind")).collect();
-    assert_eq!(kinds, ["Namespace", "Service", "NetworkPolicy", "Job"], "in the order kubectl apply needs");
+    assert_eq!(kinds, ["Namespace", "Service", "NetworkPolicy", "Secret", "Job"], "in the order kubectl apply needs");
     let (ns, svc, job) = (of_kind(&docs, "Namespace"), of_kind(&docs, "Service"), of_kind(&docs, "Job"));
     assert_eq!(ns["metadata"]["name"], "scalebench");
     for d in [svc, job] {
@@ -106,8 +106,23 @@ fn deploy_k8s_writes_an_indexed_job_of_workers_behind_a_headless_service() {
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/v1/health");
     assert_eq!(c["readinessProbe"]["httpGet"]["port"], 27100);
 
-    // The coordinator's line: one URL per pod, index order.
-    let line = printed.lines().map(str::trim).find(|l| l.starts_with("scalebench run ")).expect("a run line");
+    // The workers' token: in a Secret, which the pods read it from.
+    let secret = of_kind(&docs, "Secret");
+    let token = secret["stringData"]["token"].as_str().expect("the token");
+    assert!(token.len() >= 32 && token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    let from = env.iter().find(|e| e["name"] == "SCALEBENCH_WORKER_TOKEN").expect("the token env var");
+    assert_eq!(from["valueFrom"]["secretKeyRef"]["name"], "scalebench-workers");
+    assert!(!printed.contains(token), "the token is not printed: {printed}");
+
+    // The coordinator's line: the token from the Secret, one URL per pod, index order.
+    let line = printed
+        .lines()
+        .map(str::trim)
+        .find(|l| {
+            l.starts_with("SCALEBENCH_WORKER_TOKEN=$(kubectl get secret scalebench-workers --namespace scalebench ")
+        })
+        .expect("a run line");
+    assert!(line.contains(") scalebench run --workers "), "{line}");
     let urls: Vec<&str> = line.split("--workers ").nth(1).expect("--workers").trim().split(',').collect();
     let want: Vec<String> = (0..3)
         .map(|i| format!("http://scalebench-workers-{i}.scalebench-workers.scalebench.svc.cluster.local:27100"))
@@ -120,7 +135,7 @@ fn deploy_k8s_out_dash_prints_only_the_manifests() {
     let o = scalebench(&["deploy", "k8s", "--workers", "2", "--out", "-", "--name", "gen", "--namespace", "load"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let docs = documents(&stdout(&o));
-    assert_eq!(docs.len(), 4);
+    assert_eq!(docs.len(), 5);
     assert_eq!(of_kind(&docs, "Job")["spec"]["template"]["spec"]["subdomain"], "gen");
     assert!(
         stderr(&o).contains(

@@ -20,7 +20,10 @@ fn reasons(s: &serde_json::Value) -> String {
 /// A worker started by hand on a port of its own; killed when dropped.
 pub struct HandWorker {
     child: Child,
+    /// The URL it printed, with its token: what `--workers` takes.
     pub url: String,
+    /// The same without the token: how the coordinator names it.
+    pub base: String,
 }
 
 impl Drop for HandWorker {
@@ -42,7 +45,8 @@ pub fn hand_worker(index: u32, extra: &[&str]) -> HandWorker {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let url = line.trim().strip_prefix("worker listening on ").unwrap_or_else(|| panic!("worker said: {line:?}"));
-    HandWorker { url: url.to_string(), child }
+    let base = url.split_once("/?token=").unwrap_or_else(|| panic!("no token in the worker's URL: {url}")).0;
+    HandWorker { url: url.to_string(), base: base.to_string(), child }
 }
 
 pub fn urls(ws: &[HandWorker]) -> String {
@@ -58,7 +62,7 @@ fn a_worker_whose_clock_is_two_seconds_off_is_refused_at_the_barrier_and_named()
     assert_eq!(s["status"], "inconclusive", "{}\n{}", reasons(s), stderr(&run.out));
     let first = s["reasons"][0].as_str().unwrap();
     assert!(
-        first.contains("worker 2 of 2") && first.contains(&ws[1].url) && first.contains("refused at the barrier"),
+        first.contains("worker 2 of 2") && first.contains(&ws[1].base) && first.contains("refused at the barrier"),
         "{first}"
     );
     assert!(first.contains("2.00 s ahead of"), "{first}");
@@ -81,12 +85,69 @@ fn a_worker_running_another_binary_is_refused_before_step_1_naming_both() {
     assert_eq!(run.out.status.code(), Some(2), "refused as bad input: {e}");
     assert!(e.contains("workers that run another scalebench than this coordinator (scalebench "), "{e}");
     assert!(
-        e.contains(&format!("worker 2 of 2 ({}) runs scalebench ", ws[1].url)) && e.contains("build 0123456789abcdef"),
+        e.contains(&format!("worker 2 of 2 ({}) runs scalebench ", ws[1].base)) && e.contains("build 0123456789abcdef"),
         "the odd worker and its build are named: {e}"
     );
-    assert!(!e.contains(&format!("worker 1 of 2 ({})", ws[0].url)), "the matching worker is not: {e}");
+    assert!(!e.contains(&format!("worker 1 of 2 ({})", ws[0].base)), "the matching worker is not: {e}");
     assert!(e.contains("hint: start the workers from this binary"), "{e}");
     assert!(!e.contains("step 1/1"), "nothing was measured: {e}");
+}
+
+#[test]
+fn a_workers_control_api_refuses_calls_without_its_token_and_the_run_refuses_a_wrong_one() {
+    let w = hand_worker(0, &[]);
+    let token = w.url.split_once("?token=").unwrap().1.to_string();
+    // Health is open (readiness probes); every other call takes the token.
+    assert_eq!(ureq::get(&format!("{}/v1/health", w.base)).call().unwrap().status(), 200);
+    for (method, path) in [("GET", "/v1/status"), ("GET", "/v1/build"), ("POST", "/v1/stop"), ("POST", "/v1/init")] {
+        let url = format!("{}{path}", w.base);
+        let good = format!("Bearer {token}");
+        for auth in [None, Some("Bearer wrong-token-0123456789".to_string()), Some(token.clone()), Some(good.clone())] {
+            let mut req = ureq::request(method, &url);
+            if let Some(a) = &auth {
+                req = req.set("authorization", a);
+            }
+            let code = match req.send_string("{}") {
+                Ok(r) => r.status(),
+                Err(ureq::Error::Status(code, r)) => {
+                    let text = r.into_string().unwrap();
+                    if code == 401 {
+                        assert!(text.contains("?token="), "the 401 says what to do: {text}");
+                    }
+                    code
+                }
+                Err(e) => panic!("{method} {path}: {e}"),
+            };
+            if auth.as_deref() != Some(good.as_str()) {
+                assert_eq!(code, 401, "{method} {path} with {auth:?}");
+            } else {
+                assert_ne!(code, 401, "{method} {path} with its own token");
+            }
+        }
+    }
+    assert_eq!(
+        ureq::get(&format!("{}/v1/status", w.base))
+            .set("authorization", &format!("Bearer {token}"))
+            .call()
+            .unwrap()
+            .status(),
+        200
+    );
+
+    // A coordinator with another token, or none, is refused before step 1,
+    // the worker named by its URL and the token never printed.
+    let wrong = format!("{}/?token=0123456789abcdef0123", w.base);
+    let run = run_ladder(&["--steps", "200", "--soak", "2s", "--workers", &wrong]);
+    let e = stderr(&run.out);
+    assert_eq!(run.out.status.code(), Some(2), "refused as bad input: {e}");
+    assert!(e.contains(&format!("workers that refused this coordinator's token: worker 1 of 1 ({})", w.base)), "{e}");
+    assert!(!e.contains("0123456789abcdef0123") && !e.contains(&token), "no token printed: {e}");
+    assert!(!e.contains("step 1/1"), "nothing was measured: {e}");
+    let run = run_ladder(&["--steps", "200", "--soak", "2s", "--workers", &w.base]);
+    let e = stderr(&run.out);
+    assert_eq!(run.out.status.code(), Some(2), "refused as bad input: {e}");
+    assert!(e.contains(&format!("worker 1 of 1 ({}) has no token", w.base)), "{e}");
+    assert!(e.contains("SCALEBENCH_WORKER_TOKEN"), "{e}");
 }
 
 /// The same ladder, in one process and on hand-started workers, for a
@@ -108,7 +169,7 @@ fn same_as_one_process(extra: &[&str], workers: usize) {
         .unwrap_or_else(|| panic!("no report in {}: {}", reports.display(), stderr(&dist.out)));
     let md = std::fs::read_to_string(md).unwrap();
     assert!(md.contains("| Worker | Scheduled | Offered | Acked |"), "{md}");
-    assert!(md.contains(&format!("| 2 ({}) |", ws[1].url)) && md.contains("| total |"), "{md}");
+    assert!(md.contains(&format!("| 2 ({}) |", ws[1].base)) && md.contains("| total |"), "{md}");
     let (a, b) = (one.result(), dist.result());
     for (run, r) in [(&one, &a), (&dist, &b)] {
         for s in r["steps"].as_array().unwrap() {

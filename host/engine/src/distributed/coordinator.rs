@@ -18,11 +18,20 @@ use crate::results::WorkerFigures;
 use crate::transport::{AckCounts, Live, Transport};
 
 /// A worker as the coordinator knows it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Worker {
     /// Shard index (0-based).
     pub index: u32,
+    /// Its control URL, without the token.
     pub url: String,
+    /// What its control API takes ([`super::token`]); never printed.
+    token: String,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("index", &self.index).field("url", &self.url).finish_non_exhaustive()
+    }
 }
 
 impl Worker {
@@ -71,14 +80,16 @@ pub struct InitTemplate {
     pub mqtt_version: u8,
 }
 
+/// One call of a worker's control API, with its token.
 fn call<T: serde::de::DeserializeOwned>(
     agent: &ureq::Agent,
+    token: &str,
     method: &str,
     url: &str,
     body: Option<String>,
     timeout: Duration,
 ) -> Result<(u16, Option<T>), String> {
-    let req = agent.request(method, url).timeout(timeout);
+    let req = agent.request(method, url).timeout(timeout).set("authorization", &format!("Bearer {token}"));
     let resp = match body {
         Some(b) => req.set("content-type", "application/json").send_string(&b),
         None => req.call(),
@@ -102,6 +113,33 @@ fn call<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// The workers of `urls`, each with the token its URL carries or else
+/// `from_env`; refused, naming each worker without one.
+fn with_tokens(urls: &[String], from_env: Option<String>) -> anyhow::Result<Vec<Worker>> {
+    let n = urls.len();
+    let mut list = Vec::with_capacity(n);
+    let mut problems = Vec::new();
+    for (i, u) in urls.iter().enumerate() {
+        let (url, token) = super::token::split(u);
+        let name = format!("worker {} of {n} ({url})", i + 1);
+        match token.or_else(|| from_env.clone()).map(|t| super::token::check(&t)) {
+            Some(Ok(token)) => list.push(Worker { index: i as u32, url, token }),
+            Some(Err(e)) => problems.push(format!("{name}: {e}")),
+            None => problems.push(format!("{name} has no token")),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(crate::error::UsageError(format!(
+            "a worker's control API takes calls with its token only: {}\n\
+             hint: give --workers the URLs the workers printed when they started (they end in ?token=…), or set {} to the token they were started with",
+            problems.join("; "),
+            super::token::ENV
+        ))
+        .into());
+    }
+    Ok(list)
+}
+
 /// Run `f` for every worker at once; the answers in worker order.
 fn each<T: Send>(list: &[Worker], f: impl Fn(&Worker) -> T + Sync) -> Vec<T> {
     std::thread::scope(|s| {
@@ -116,11 +154,13 @@ fn same_build(agent: &ureq::Agent, list: &[Worker]) -> anyhow::Result<()> {
     let n = list.len();
     let mine = wire::Build::this();
     let answers = each(list, |w| {
-        call::<wire::Build>(agent, "GET", &format!("{}/v1/build", w.url), None, Duration::from_secs(10))
+        call::<wire::Build>(agent, &w.token, "GET", &format!("{}/v1/build", w.url), None, Duration::from_secs(10))
     });
     let mut differ = Vec::new();
+    let mut refused = Vec::new();
     for (w, a) in list.iter().zip(answers) {
         match a {
+            Err(e) if e.starts_with("HTTP 401") => refused.push(w.name(n)),
             Ok((_, Some(b))) if b == mine => {}
             Ok((_, Some(b))) => differ.push(format!("{} runs {}", w.name(n), b.words())),
             Ok((code, None)) => {
@@ -128,6 +168,15 @@ fn same_build(agent: &ureq::Agent, list: &[Worker]) -> anyhow::Result<()> {
             }
             Err(e) => differ.push(format!("{} does not say what it runs ({e}: an older scalebench)", w.name(n))),
         }
+    }
+    if !refused.is_empty() {
+        return Err(crate::error::UsageError(format!(
+            "workers that refused this coordinator's token: {}\n\
+             hint: give --workers the URLs the workers printed when they started (they end in ?token=…), or set {} to the token they were started with",
+            refused.join("; "),
+            super::token::ENV
+        ))
+        .into());
     }
     if differ.is_empty() {
         return Ok(());
@@ -142,14 +191,13 @@ fn same_build(agent: &ureq::Agent, list: &[Worker]) -> anyhow::Result<()> {
 }
 
 impl Workers {
-    /// Workers at `urls`, waiting up to `wait` for each to answer its health check.
+    /// Workers at `urls` (each with its token, or the one in
+    /// [`super::token::ENV`]), waiting up to `wait` for each to answer its
+    /// health check; refused, each named, if any has no token, takes
+    /// another or runs another build.
     pub fn connect(urls: &[String], wait: Duration) -> anyhow::Result<Workers> {
         let agent = ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(2)).user_agent("scalebench").build();
-        let list: Vec<Worker> = urls
-            .iter()
-            .enumerate()
-            .map(|(i, u)| Worker { index: i as u32, url: u.trim_end_matches('/').to_string() })
-            .collect();
+        let list = with_tokens(urls, std::env::var(super::token::ENV).ok())?;
         let n = list.len();
         let answers = each(&list, |w| {
             let deadline = Instant::now() + wait;
@@ -209,6 +257,7 @@ impl Workers {
             let body = serde_json::to_string(&init).expect("init is JSON");
             call::<wire::Ready>(
                 &self.agent,
+                &w.token,
                 "POST",
                 &format!("{}/v1/init", w.url),
                 Some(body),
@@ -231,6 +280,7 @@ impl Workers {
         let answers = each(&self.list, |w| {
             call::<wire::Ready>(
                 &self.agent,
+                &w.token,
                 "POST",
                 &format!("{}/v1/prepare", w.url),
                 Some(body.clone()),
@@ -256,6 +306,7 @@ impl Workers {
                 let t0 = crate::clock::now_ms();
                 let r = call::<wire::Clock>(
                     &self.agent,
+                    &w.token,
                     "GET",
                     &format!("{}/v1/clock", w.url),
                     None,
@@ -316,6 +367,7 @@ impl Workers {
             }
             call::<wire::Ready>(
                 &self.agent,
+                &w.token,
                 "POST",
                 &format!("{}/v1/start", w.url),
                 Some(body.clone()),
@@ -350,7 +402,14 @@ impl Workers {
                 self.stop_all();
             }
             let answers = each(&self.list, |w| {
-                call::<wire::Status>(&self.agent, "GET", &format!("{}/v1/status", w.url), None, Duration::from_secs(1))
+                call::<wire::Status>(
+                    &self.agent,
+                    &w.token,
+                    "GET",
+                    &format!("{}/v1/status", w.url),
+                    None,
+                    Duration::from_secs(1),
+                )
             });
             let mut running = 0;
             let mut behind = 0;
@@ -412,7 +471,14 @@ impl Workers {
     /// Tell every worker to stop its load (Ctrl-C, live-safety).
     pub fn stop_all(&self) {
         each(&self.list, |w| {
-            let _ = call::<String>(&self.agent, "POST", &format!("{}/v1/stop", w.url), None, Duration::from_secs(2));
+            let _ = call::<String>(
+                &self.agent,
+                &w.token,
+                "POST",
+                &format!("{}/v1/stop", w.url),
+                None,
+                Duration::from_secs(2),
+            );
         });
     }
 
@@ -430,6 +496,7 @@ impl Workers {
             loop {
                 match call::<wire::Final>(
                     &self.agent,
+                    &w.token,
                     "GET",
                     &format!("{}/v1/result", w.url),
                     None,
@@ -611,5 +678,52 @@ impl Transport for Gathered {
             }
             counts
         })
+    }
+}
+
+/// The workers as the step's load source: they offer every reading, this
+/// process only the canaries.
+impl crate::load_source::LoadSource for Workers {
+    fn own_share(&self) -> Share {
+        Share::None
+    }
+    fn notice(&self) -> Duration {
+        // Workers get a second to hear the start before it is due.
+        Duration::from_secs(1)
+    }
+    fn prepare(&self, points: u64) -> anyhow::Result<()> {
+        Workers::prepare(self, points)
+    }
+    fn gather(self: Arc<Self>, own: Box<dyn Transport>) -> Box<dyn Transport> {
+        Box::new(Gathered { inner: own, workers: self })
+    }
+    fn start(&self, load: &crate::load_source::StepLoad) -> Vec<String> {
+        let refused = self.barrier();
+        Workers::start(
+            self,
+            &wire::Start {
+                points: load.points,
+                start_ms: load.start_ms,
+                interval_ms: load.interval.as_millis() as u64,
+                warmup_ms: load.warmup.as_millis() as u64,
+                duration_ms: load.duration.as_millis() as u64,
+                sample_period_ms: load.sample_period_ms,
+                drain_ms: 30_000,
+            },
+        );
+        refused
+    }
+    fn watch(&self, live: &ProducerLive, acks: &Live, stop: &AtomicBool, until: Instant) {
+        Workers::watch(self, live, acks, stop, until)
+    }
+    fn more_latency(self: Arc<Self>) -> Option<Arc<dyn crate::live_metrics::LatencySource>> {
+        Some(self)
+    }
+    fn merge_reports(&self, report: &mut ProducerReport) -> f64 {
+        Workers::merge_reports(self, report)
+    }
+    fn notes(&self) -> crate::load_source::SourceNotes {
+        let (unjudged, bound) = self.verdict_notes();
+        crate::load_source::SourceNotes { unjudged, bound, figures: self.figures() }
     }
 }

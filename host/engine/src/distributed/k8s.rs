@@ -1,7 +1,8 @@
 //! Kubernetes manifests for workers (`scalebench deploy k8s`).
 //!
-//! A pure function of [`Options`]: three documents (a Namespace, a headless
-//! Service and an Indexed Job whose pods are `scalebench worker`s) and the
+//! A pure function of [`Options`]: five documents (a Namespace, a headless
+//! Service, a NetworkPolicy, the Secret holding the workers' control-API
+//! token and an Indexed Job whose pods are `scalebench worker`s) and the
 //! worker URLs a coordinator passes to `scalebench run --workers`. Every pod
 //! of an Indexed Job is named `<job>-<index>`; with `subdomain` set to the
 //! headless Service's name it resolves, once ready, as
@@ -80,6 +81,9 @@ pub struct Options {
     pub port: u16,
     /// The cluster's DNS domain (`cluster.local` unless the cluster was set up otherwise).
     pub cluster_domain: String,
+    /// The workers' control-API token ([`super::token`]), kept in a Secret
+    /// the pods read it from.
+    pub token: String,
 }
 
 impl Default for Options {
@@ -93,6 +97,7 @@ impl Default for Options {
             memory: DEFAULT_MEMORY.into(),
             port: DEFAULT_PORT,
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.into(),
+            token: String::new(),
         }
     }
 }
@@ -116,12 +121,24 @@ impl Manifests {
     }
 }
 
+/// The key of the workers' token in their Secret.
+pub const TOKEN_KEY: &str = "token";
+
+/// The coordinator's command: the workers' token from their Secret, then
+/// `run --workers`.
+pub fn coordinator_line(namespace: &str, name: &str, workers: &str) -> String {
+    format!(
+        "{}=$(kubectl get secret {name} --namespace {namespace} -o jsonpath='{{.data.{TOKEN_KEY}}}' | base64 -d) scalebench run --workers {workers}",
+        super::token::ENV
+    )
+}
+
 /// The manifests for `opts`, or a usage error naming the bad flag.
 ///
 /// Long on purpose: the manifests as one document in the order kubectl applies them.
 pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
     check(opts)?;
-    let Options { workers, image, namespace, name, cpu, memory, port, cluster_domain } = opts;
+    let Options { workers, image, namespace, name, cpu, memory, port, cluster_domain, token } = opts;
     let plugin_mib = memory_quantity(memory)? / (1 << 20) - WORKING_SET_MIB;
     let labels = json!({ APP_LABEL.0: APP_LABEL.1, "app.kubernetes.io/instance": name, "app.kubernetes.io/part-of": "scalebench" });
     let selector = json!({ APP_LABEL.0: APP_LABEL.1, "app.kubernetes.io/instance": name });
@@ -198,6 +215,10 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
                                 "name": INDEX_ENV,
                                 "valueFrom": { "fieldRef": { "fieldPath": format!("metadata.annotations['{INDEX_ANNOTATION}']") } },
                             },
+                            {
+                                "name": super::token::ENV,
+                                "valueFrom": { "secretKeyRef": { "name": name, "key": TOKEN_KEY } },
+                            },
                             { "name": "XDG_CACHE_HOME", "value": "/cache" },
                             { "name": "TMPDIR", "value": "/tmp" },
                         ],
@@ -242,17 +263,26 @@ pub fn manifests(opts: &Options) -> anyhow::Result<Manifests> {
             }],
         },
     });
-    let documents = vec![namespace_doc, service, policy, job];
+    // The control API's token: the pods read it from here, the coordinator
+    // from here too (see the header's line).
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": { "name": name, "namespace": namespace, "labels": labels },
+        "type": "Opaque",
+        "stringData": { TOKEN_KEY: token },
+    });
+    let documents = vec![namespace_doc, service, policy, secret, job];
     let mut yaml = format!(
         "# scalebench workers: {workers} x `scalebench worker` ({image}, {cpu} CPU, {memory}) in namespace {namespace}.\n\
          # Written by `scalebench deploy k8s`; see docs/scale-out.md.\n\
          # Apply: kubectl apply -f <this file>. Remove (the namespace with everything in it): kubectl delete -f <this file>.\n\
          # Coordinator (where these names resolve: a pod in namespace {namespace} labelled\n\
          # {}={}, which the NetworkPolicy lets reach the workers):\n\
-         #   scalebench run --workers {}\n",
+         #   {}\n",
         COORDINATOR_LABEL.0,
         COORDINATOR_LABEL.1,
-        worker_urls.join(",")
+        coordinator_line(namespace, name, &worker_urls.join(","))
     );
     for (i, doc) in documents.iter().enumerate() {
         if i > 0 {
@@ -428,7 +458,7 @@ mod tests {
     fn four_documents_a_namespace_a_headless_service_a_network_policy_and_an_indexed_job() {
         let m = manifests(&opts(3)).unwrap();
         let kinds: Vec<&str> = m.documents.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["Namespace", "Service", "NetworkPolicy", "Job"]);
+        assert_eq!(kinds, ["Namespace", "Service", "NetworkPolicy", "Secret", "Job"]);
         assert_eq!(doc(&m, "Namespace")["metadata"]["name"], "scalebench");
         let svc = doc(&m, "Service");
         assert_eq!(svc["spec"]["clusterIP"], "None");
@@ -474,6 +504,18 @@ mod tests {
     }
 
     /// What a cluster operator's admission policy asks of a workload.
+    #[test]
+    fn the_workers_read_their_token_from_the_secret_the_coordinator_reads_it_from() {
+        let m = manifests(&Options { token: "0123456789abcdef0123456789abcdef".into(), ..opts(2) }).unwrap();
+        let secret = doc(&m, "Secret");
+        assert_eq!(secret["metadata"]["name"], "scalebench-workers");
+        assert_eq!(secret["stringData"][TOKEN_KEY], "0123456789abcdef0123456789abcdef");
+        let env = doc(&m, "Job")["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap().clone();
+        let token = env.iter().find(|e| e["name"] == crate::distributed::token::ENV).expect("the token's env var");
+        assert_eq!(token["valueFrom"]["secretKeyRef"], json!({ "name": "scalebench-workers", "key": TOKEN_KEY }));
+        assert!(token.get("value").is_none(), "from the Secret, not written into the pod spec");
+    }
+
     #[test]
     fn the_pods_run_as_a_cluster_operator_would_accept() {
         let m = manifests(&opts(3)).unwrap();
@@ -535,8 +577,11 @@ mod tests {
     fn the_yaml_stream_parses_back_into_the_same_documents() {
         let m = manifests(&opts(4)).unwrap();
         assert!(m.yaml.starts_with("# scalebench workers: 4 x"));
-        assert!(m.yaml.contains(&format!("#   scalebench run --workers {}\n", m.workers_flag())));
-        assert_eq!(m.yaml.matches("\n---\n").count(), 3);
+        assert!(m.yaml.contains(&format!(
+            "#   SCALEBENCH_WORKER_TOKEN=$(kubectl get secret scalebench-workers --namespace scalebench -o jsonpath='{{.data.token}}' | base64 -d) scalebench run --workers {}\n",
+            m.workers_flag()
+        )));
+        assert_eq!(m.yaml.matches("\n---\n").count(), 4);
         let parsed: Vec<Value> =
             serde_yaml::Deserializer::from_str(&m.yaml).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
         assert_eq!(parsed, m.documents);

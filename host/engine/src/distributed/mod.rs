@@ -7,6 +7,7 @@
 pub mod coordinator;
 pub mod k8s;
 pub mod swarm;
+pub mod token;
 pub mod wire;
 pub mod worker;
 

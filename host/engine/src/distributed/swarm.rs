@@ -25,6 +25,8 @@ pub struct SwarmWorkers {
     pub memory_bytes: i64,
     pub first_port: u16,
     pub run_id: String,
+    /// The run's control-API token ([`super::token`]), in each worker's environment.
+    pub token: String,
 }
 
 /// A running worker service: its name and the workers' control URLs.
@@ -59,7 +61,10 @@ impl SwarmWorkers {
                         format!("0.0.0.0:{}", self.first_port),
                         "--port-per-index".into(),
                     ]),
-                    env: Some(vec!["SCALEBENCH_WORKER_SLOT={{.Task.Slot}}".into()]),
+                    env: Some(vec![
+                        "SCALEBENCH_WORKER_SLOT={{.Task.Slot}}".into(),
+                        format!("{}={}", super::token::ENV, self.token),
+                    ]),
                     ..Default::default()
                 }),
                 resources: Some(TaskSpecResources {
@@ -157,7 +162,8 @@ impl Service {
                         .and_then(|n| n.status.and_then(|s| s.addr))
                         .filter(|a| !a.is_empty() && a != "0.0.0.0")
                         .unwrap_or_else(|| "127.0.0.1".into());
-                    urls.push(format!("http://{addr}:{}", w.first_port as i64 + slot - 1));
+                    let url = format!("http://{addr}:{}", w.first_port as i64 + slot - 1);
+                    urls.push(super::token::url_with(&url, &w.token));
                 }
                 return Ok(urls);
             }
@@ -223,6 +229,7 @@ mod tests {
             memory_bytes: 512 << 20,
             first_port: 27100,
             run_id: "r1".into(),
+            token: "0123456789abcdef0123456789abcdef".into(),
         };
         let s = w.spec("scalebench-workers-r1");
         assert_eq!(s.mode.unwrap().replicated.unwrap().replicas, Some(3));
@@ -230,7 +237,13 @@ mod tests {
         let limits = t.resources.unwrap().limits.unwrap();
         assert_eq!((limits.nano_cpus, limits.memory_bytes), (Some(300_000_000), Some(512 << 20)));
         let c = t.container_spec.unwrap();
-        assert_eq!(c.env.unwrap(), vec!["SCALEBENCH_WORKER_SLOT={{.Task.Slot}}".to_string()]);
+        assert_eq!(
+            c.env.unwrap(),
+            vec![
+                "SCALEBENCH_WORKER_SLOT={{.Task.Slot}}".to_string(),
+                "SCALEBENCH_WORKER_TOKEN=0123456789abcdef0123456789abcdef".to_string()
+            ]
+        );
         assert!(c.args.unwrap().contains(&"--port-per-index".to_string()));
         assert_eq!(t.restart_policy.unwrap().condition, Some(TaskSpecRestartPolicyConditionEnum::NONE));
         assert_eq!(s.labels.unwrap().get(RUN_LABEL).map(String::as_str), Some("r1"));

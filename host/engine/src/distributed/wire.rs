@@ -12,6 +12,8 @@
 //! | `GET /v1/result` | | [`Final`] once the step drained (202 before) |
 //! | `POST /v1/stop` | | stops any load |
 //!
+//! Every call but `GET /v1/health` carries `Authorization: Bearer TOKEN`
+//! ([`super::token`]); without it a worker answers 401 with [`Failure`].
 //! Errors answer 4xx/5xx with [`Failure`]. A worker that hears nothing from
 //! its coordinator for [`COORDINATOR_SILENCE`] stops its load.
 

@@ -45,6 +45,8 @@ pub struct Options {
     /// Tests only: the build id this worker reports (how the coordinator's
     /// refusal of another binary is tested).
     pub test_build_id: Option<String>,
+    /// What every call but `/v1/health` must carry ([`super::token`]).
+    pub token: String,
 }
 
 /// What a worker holds between calls.
@@ -447,6 +449,25 @@ async fn stop(w: Arc<Worker>) -> Response {
     (StatusCode::OK, "stopping").into_response()
 }
 
+/// A call that carries the worker's token goes on; any other is answered
+/// 401, saying what to do.
+async fn authorized(token: &str, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let header = req.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if super::token::authorizes(header, token) {
+        return next.run(req).await;
+    }
+    let error = format!(
+        "this worker takes calls from its coordinator only: give --workers the URL the worker printed (with its ?token=), or set {} to the token it was started with",
+        super::token::ENV
+    );
+    (
+        StatusCode::UNAUTHORIZED,
+        [("content-type", "application/json")],
+        serde_json::to_string(&wire::Failure { error }).unwrap_or_default(),
+    )
+        .into_response()
+}
+
 /// Serve the control API until the process is stopped; `listening` hears
 /// the bound address once it accepts connections.
 pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
@@ -485,8 +506,8 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
             }
         }
     });
+    let token = Arc::new(opts.token.clone());
     let app = axum::Router::new()
-        .route("/v1/health", get(|| async { "ok" }))
         .route("/v1/clock", get(|| async { json(&wire::Clock { now_ms: crate::clock::now_ms() }) }))
         .route("/v1/build", get(move || async move { json(&build) }))
         .route("/v1/init", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| init(w, b)))
@@ -495,6 +516,12 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
         .route("/v1/status", get(|AxState(w): AxState<Arc<Worker>>| status(w)))
         .route("/v1/result", get(|AxState(w): AxState<Arc<Worker>>| result(w)))
         .route("/v1/stop", post(|AxState(w): AxState<Arc<Worker>>| stop(w)))
+        // Every route above takes its coordinator's token; health does not.
+        .route_layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let token = token.clone();
+            async move { authorized(&token, req, next).await }
+        }))
+        .route("/v1/health", get(|| async { "ok" }))
         .with_state(w);
     listening(addr);
     axum::serve(listener, app).await?;

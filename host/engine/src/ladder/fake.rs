@@ -1,7 +1,8 @@
 //! The fast test tier's system under test, in memory: a carrier whose
 //! "broker" acknowledges, refuses, drops, freezes and throttles on command,
 //! a store it writes to, a stack driver whose signals reach that broker, and
-//! a model and adapter with no WebAssembly behind them. [`run_step`] runs one
+//! a model and adapter with no WebAssembly behind them (and, in
+//! `fake_workers.rs`, workers of a distributed run). [`run_step`] runs one
 //! real ladder step ([`super::step::run`]: topology, offer, drain, count,
 //! assemble, verdict) against them, so the honesty rules are tested without
 //! a service (hyperfine's `MockExecutor` plays this part for its runs).
@@ -26,6 +27,7 @@ use crate::budgets::Budgets;
 use crate::clock::now_ns;
 use crate::future::BoxFuture;
 use crate::latency::Timing;
+use crate::load_source::{LoadSource, Local};
 use crate::results::{ServiceHealth, StepResult};
 use crate::services::StackServices;
 use crate::stack::{Endpoint, ServiceKind, StackDriver};
@@ -60,6 +62,8 @@ pub struct Sut {
     pub reading_msgs: AtomicU64,
     /// Readings acknowledged and thrown away, and readings refused.
     pub dropped: AtomicU64,
+    /// The dropped readings by their second (payload time, s since the epoch).
+    pub dropped_by_second: Mutex<BTreeMap<i64, u64>>,
     pub refused: AtomicU64,
     pub store: Mutex<Store>,
     pub health: Mutex<ServiceHealth>,
@@ -99,6 +103,7 @@ impl Sut {
                 }
                 if self.drop_every.is_some_and(|e| k.is_multiple_of(e)) {
                     self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+                    *self.dropped_by_second.lock().unwrap().entry(ts_s).or_default() += n as u64;
                     return Answer::Ack;
                 }
                 let mut s = self.store.lock().unwrap();
@@ -452,7 +457,7 @@ impl Default for Setup {
     }
 }
 
-fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
+pub(super) fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
     LadderConfig {
         steps: vec![s.points],
         interval: Duration::from_secs(1),
@@ -491,16 +496,15 @@ fn ladder_config(s: &Setup, results_dir: &std::path::Path) -> LadderConfig {
     }
 }
 
-/// Run one ladder step against `sut` with the shipped step rules
-/// (budgets.json); needs a multi-threaded runtime.
-pub async fn run_step(sut: Arc<Sut>, setup: Setup) -> StepResult {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = ladder_config(&setup, dir.path());
-    let budgets = Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("budgets.json"))
-        .expect("the shipped budgets.json parses");
-    let services = Arc::new(StackServices::new(BTreeMap::new(), BTreeMap::new()).unwrap());
-    let mut stack = FakeStack(sut.clone());
-    let mut session = Session {
+/// The shipped step rules (budgets.json).
+pub(super) fn shipped_budgets() -> Budgets {
+    Budgets::parse(include_str!("../../../../budgets.json"), std::path::Path::new("budgets.json"))
+        .expect("the shipped budgets.json parses")
+}
+
+/// A run's session on the fake SUT, its readings from `load`.
+pub(super) fn session(sut: &Arc<Sut>, cfg: &LadderConfig, load: Arc<dyn LoadSource>) -> Session {
+    Session {
         model: Some(Box::new(FakeModel)),
         encoder: Some(Box::new(FakeAdapter(sut.clone()))),
         counter: Arc::new(Mutex::new(FakeAdapter(sut.clone()))),
@@ -517,9 +521,20 @@ pub async fn run_step(sut: Arc<Sut>, setup: Setup) -> StepResult {
         count: Arc::new(FakeCount(sut.clone())),
         next_canary_seq: 0,
         watch: crate::live_safety::Watch::start(cfg.live.clone()).unwrap(),
-        workers: None,
+        load,
         durability_settings: Default::default(),
-    };
+    }
+}
+
+/// Run one ladder step against `sut` with the shipped step rules
+/// (budgets.json); needs a multi-threaded runtime.
+pub async fn run_step(sut: Arc<Sut>, setup: Setup) -> StepResult {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ladder_config(&setup, dir.path());
+    let budgets = shipped_budgets();
+    let services = Arc::new(StackServices::new(BTreeMap::new(), BTreeMap::new()).unwrap());
+    let mut stack = FakeStack(sut.clone());
+    let mut session = session(&sut, &cfg, Arc::new(Local));
     let stop = Arc::new(AtomicBool::new(false));
     let progress = crate::progress::Progress::lines(Box::new(std::io::sink()));
     let env = super::step::Env {

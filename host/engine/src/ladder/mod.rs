@@ -29,14 +29,19 @@ use crate::clock::utc_now;
 use crate::error::Error;
 use crate::hardware;
 use crate::live_safety;
+use crate::load_source::{LoadSource, Local};
 use crate::results::*;
 use crate::services::{Scoped, StackServices};
 use crate::stack::StackDriver;
-use crate::transport::CarrierOptions;
+use crate::transport::{BrokerCounters, CarrierOptions};
 
+#[cfg(test)]
+mod climb_tests;
 pub mod config;
 #[cfg(test)]
 pub(crate) mod fake;
+#[cfg(test)]
+mod fake_workers;
 mod floor;
 mod reading_check;
 mod session;
@@ -50,6 +55,8 @@ fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
     crate::catalog::user_error(e)
 }
 
+/// The run: its session opened (plugins, carrier, storage counter, load
+/// source), then the climb.
 pub async fn run(
     cfg: &LadderConfig,
     rt: &Runtime,
@@ -60,6 +67,33 @@ pub async fn run(
 ) -> anyhow::Result<RunResult> {
     // Live-safety baseline first: before anything of ours loads the host.
     let watch = live_safety::Watch::start(cfg.live.clone())?;
+    let (session, plugins_used, sys) = open_session(cfg, rt, &*stack, &services, watch).await?;
+    let result = new_result(cfg, &*stack, plugins_used);
+    climb(Climb { cfg, stack, services: &services, budgets, stop, sys }, session, result).await
+}
+
+/// What the climb runs with, its session aside.
+pub(crate) struct Climb<'a> {
+    pub cfg: &'a LadderConfig,
+    pub stack: &'a mut dyn StackDriver,
+    pub services: &'a Arc<StackServices>,
+    pub budgets: &'a Budgets,
+    pub stop: Arc<AtomicBool>,
+    /// The broker's own counters, where it has them.
+    pub sys: Option<Box<dyn BrokerCounters>>,
+}
+
+/// The plugins (the model's and the target's checked against the stack's
+/// services), the carrier, the storage counter and where the load comes
+/// from: what lives across the steps. Also the plugins used (by their
+/// sha256) and the broker's counters.
+async fn open_session(
+    cfg: &LadderConfig,
+    rt: &Runtime,
+    stack: &dyn StackDriver,
+    services: &Arc<StackServices>,
+    watch: live_safety::Watch,
+) -> anyhow::Result<(Session, BTreeMap<String, String>, Option<Box<dyn BrokerCounters>>)> {
     // Plugins.
     let model_plugin = crate::catalog::load(rt, &cfg.model)?;
     let target_plugin = crate::catalog::load(rt, &cfg.target)?;
@@ -67,7 +101,7 @@ pub async fn run(
     model.configure(&cfg.model_params).map_err(user_error)?;
     let period_ms = model.sample_period_ms()?;
     let adapter = |role: &'static str| -> anyhow::Result<(TargetAdapter, plugin_runtime::adapter_types::Plan)> {
-        let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::shared(&services, role))?;
+        let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::shared(services, role))?;
         let plan = a
             .configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
             .map_err(user_error)?;
@@ -109,7 +143,7 @@ pub async fn run(
         client_id_prefix: None,
         worker: false,
     };
-    let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, &*stack, &carrier_opts).await?;
+    let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, stack, &carrier_opts).await?;
     let counter = Arc::new(Mutex::new(adapter("counter")?.0));
     let canary = Arc::new(Mutex::new(adapter("canary")?.0));
     let mut plugins_used = BTreeMap::new();
@@ -119,7 +153,7 @@ pub async fn run(
         Some(spec) => {
             let p = crate::catalog::load(rt, spec)?;
             plugins_used.insert(format!("probes:{spec}"), p.sha256.clone());
-            Some(ProbeSet::instantiate(rt, &p, Scoped::shared(&services, "probes"))?)
+            Some(ProbeSet::instantiate(rt, &p, Scoped::shared(services, "probes"))?)
         }
         None => None,
     };
@@ -133,7 +167,7 @@ pub async fn run(
         durability_settings.insert("jetstream.storage".into(), jp.storage.clone());
         durability_settings.insert("jetstream.replicas".into(), jp.replicas.to_string());
     }
-    let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, &*stack, &services, jetstream).await?;
+    let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, stack, services, jetstream).await?;
     {
         let q = counter.clone();
         tokio::task::spawn_blocking(move || q.lock().unwrap().preflight())
@@ -141,14 +175,38 @@ pub async fn run(
             .context("the target is not ready for a ladder")?;
     }
     let sys = carrier.broker_counters();
-    let workers = if cfg.workers.is_empty() { None } else { Some(Arc::new(start_workers(cfg, &*stack).await?)) };
+    // Where the readings come from, once for the whole run.
+    let load: Arc<dyn LoadSource> =
+        if cfg.workers.is_empty() { Arc::new(Local) } else { Arc::new(start_workers(cfg, stack).await?) };
 
+    let session = Session {
+        model: Some(Box::new(model)),
+        encoder: Some(Box::new(encoder)),
+        counter,
+        canary,
+        probe_set,
+        addresses: Vec::new(),
+        tags: Default::default(),
+        period_ms,
+        carrier,
+        count,
+        next_canary_seq: 0,
+        watch,
+        load,
+        durability_settings,
+    };
+
+    Ok((session, plugins_used, sys))
+}
+
+/// The result file's run, before any step.
+fn new_result(cfg: &LadderConfig, stack: &dyn StackDriver, plugins_used: BTreeMap<String, String>) -> RunResult {
     let mut commits = BTreeMap::new();
     if let Some(c) = hardware::git_commit(&cfg.repo_dir) {
         commits.insert("scalebench".to_string(), c);
     }
     let caps = stack.caps();
-    let mut result = RunResult {
+    RunResult {
         schema_version: SCHEMA_VERSION,
         run_id: cfg.run_id.clone(),
         started_utc: utc_now(),
@@ -172,25 +230,16 @@ pub async fn run(
         floor: None,
         tls: crate::tls::negotiated(),
         plan: cfg.plan.clone(),
-    };
-    let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
+    }
+}
 
-    let mut session = Session {
-        model: Some(Box::new(model)),
-        encoder: Some(Box::new(encoder)),
-        counter,
-        canary,
-        probe_set,
-        addresses: Vec::new(),
-        tags: Default::default(),
-        period_ms,
-        carrier,
-        count,
-        next_canary_seq: 0,
-        watch,
-        workers,
-        durability_settings,
-    };
+/// The climb: the one-reading check, the floor, then each step in turn,
+/// the result file rewritten after each, up to the first step that does
+/// not pass (or every step with `continue_on_fail`); the ceiling is the
+/// highest pass below the first failure.
+pub(crate) async fn climb(c: Climb<'_>, mut session: Session, mut result: RunResult) -> anyhow::Result<RunResult> {
+    let Climb { cfg, stack, services, budgets, stop, sys } = c;
+    let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 
     // One reading must reach storage before any step is measured.
     if let Err(e) = reading_check(&mut session, &stop).await {
@@ -225,7 +274,7 @@ pub async fn run(
         let env = step::Env {
             cfg,
             stack: &mut *stack,
-            services: &services,
+            services,
             budgets,
             sys: sys.as_deref(),
             stop: &stop,
@@ -312,7 +361,8 @@ async fn start_workers(
     tokio::task::spawn_blocking(move || {
         let w = coordinator::Workers::connect(&urls, std::time::Duration::from_secs(60))?;
         w.init(&template)?;
-        tracing::info!("workers: {} ready ({})", w.len(), urls.join(", "));
+        let named: Vec<&str> = w.list.iter().map(|w| w.url.as_str()).collect();
+        tracing::info!("workers: {} ready ({})", w.len(), named.join(", "));
         Ok(w)
     })
     .await?

@@ -29,8 +29,9 @@ pub(crate) struct Session {
     pub count: Arc<dyn StoredCount>,
     pub next_canary_seq: u64,
     pub watch: live_safety::Watch,
-    /// A distributed run's workers (None: this process offers the load).
-    pub workers: Option<Arc<crate::distributed::coordinator::Workers>>,
+    /// Where the readings come from: this process, or a distributed run's
+    /// workers (chosen once, when the session opens).
+    pub load: Arc<dyn crate::load_source::LoadSource>,
     /// What bears on durability beyond the target's own stats: the stack's
     /// settings (`nats.sync_interval`) and the plan's (`jetstream.replicas`).
     pub durability_settings: std::collections::BTreeMap<String, String>,

@@ -16,6 +16,7 @@ pub mod docker;
 pub mod docker_tls;
 pub mod external;
 pub mod local;
+pub mod start;
 pub mod watch;
 
 use std::collections::BTreeMap;

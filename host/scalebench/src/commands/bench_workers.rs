@@ -103,6 +103,7 @@ pub fn run(args: WorkersBenchArgs) -> anyhow::Result<()> {
             memory_bytes: 1 << 30,
             first_port: args.port,
             run_id: format!("bench-{n}-{}", crate::clock::now_ms()),
+            token: crate::distributed::token::generate()?,
         };
         let service = rt.block_on(spec.start(Duration::from_secs(120)))?;
         let measured = measure(&service.urls, broker.port, &args);

@@ -29,9 +29,11 @@ fn run_k8s(args: DeployK8sArgs) -> anyhow::Result<()> {
         memory: args.memory,
         port: args.port,
         cluster_domain: args.cluster_domain,
+        // A token for these workers only, in their Secret.
+        token: crate::distributed::token::generate()?,
     };
     let m = k8s::manifests(&opts)?;
-    let run_line = format!("scalebench run --workers {}", m.workers_flag());
+    let run_line = k8s::coordinator_line(&opts.namespace, &opts.name, &m.workers_flag());
     let selector = format!("app.kubernetes.io/instance={}", opts.name);
     if args.out == Path::new("-") {
         // stdout is the YAML alone (pipe it to `kubectl apply -f -`); the rest goes to stderr.
@@ -43,7 +45,7 @@ fn run_k8s(args: DeployK8sArgs) -> anyhow::Result<()> {
     crate::atomic_file::write(&path, m.yaml.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
     let file = path.display();
     println!(
-        "wrote {file}: namespace {ns}, headless Service, NetworkPolicy and Indexed Job {name} ({n} workers, {image}, {cpu} CPU and {mem} each)\n\
+        "wrote {file}: namespace {ns}, headless Service, NetworkPolicy, the workers' token as a Secret and Indexed Job {name} ({n} workers, {image}, {cpu} CPU and {mem} each)\n\
          apply:   kubectl apply -f {file}\n\
          wait:    kubectl wait --namespace {ns} --for=condition=Ready pod --selector {selector} --timeout=5m\n\
          coordinator (add your run's flags; run it where the pods' names resolve, e.g. in the cluster):\n  {run_line}\n\

@@ -239,7 +239,8 @@ fn ladder_config(args: &RunArgs) -> anyhow::Result<LadderConfig> {
         drain_timeout,
         results_dir,
         run_id,
-        command_line: std::env::args().collect(),
+        // A worker URL's token is not kept in the result.
+        command_line: std::env::args().map(|a| crate::distributed::token::redact(&a)).collect(),
         plan: args.resolved_plan.clone(),
         min_disk_free_bytes: (ladder.min_disk_free_gb * 1e9) as u64,
         repo_dir,
@@ -504,6 +505,8 @@ fn parse_workers(w: &crate::cli::WorkerFlags, run_id: &str) -> anyhow::Result<Op
             memory_bytes,
             first_port: w.worker_port,
             run_id: run_id.to_string(),
+            // A token for this run's workers only.
+            token: crate::distributed::token::generate()?,
         })));
     }
     let urls: Vec<String> = spec.split(',').map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect();

@@ -2,7 +2,7 @@
 //! distributed run ([`crate::distributed::worker`]).
 
 use crate::cli::{PluginOptions, WorkerArgs};
-use crate::distributed::worker;
+use crate::distributed::{token, worker};
 
 /// The worker's index: the flag, else what the engine that started it says.
 fn index(args: &WorkerArgs) -> Option<u32> {
@@ -11,6 +11,22 @@ fn index(args: &WorkerArgs) -> Option<u32> {
         .or_else(|| env("SCALEBENCH_WORKER_INDEX"))
         .or_else(|| env("JOB_COMPLETION_INDEX"))
         .or_else(|| env("SCALEBENCH_WORKER_SLOT").map(|s| s.saturating_sub(1)))
+}
+
+/// The control API's token: `--token-file`, else the environment's, else
+/// a new one (true: made here, so printed with the URL).
+fn token(args: &WorkerArgs) -> anyhow::Result<(String, bool)> {
+    let given = match &args.token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| crate::error::UsageError(format!("--token-file {}: cannot read it: {e}", f.display())))?,
+        ),
+        None => std::env::var(token::ENV).ok().filter(|t| !t.trim().is_empty()),
+    };
+    match given {
+        Some(t) => Ok((token::check(&t).map_err(crate::error::UsageError)?, false)),
+        None => Ok((token::generate()?, true)),
+    }
 }
 
 pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
@@ -31,6 +47,7 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
             ))
         })?);
     }
+    let (token, made) = token(&args)?;
     let rt = crate::async_runtime::two_threads()?;
     let options = worker::Options {
         listen,
@@ -38,10 +55,18 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
         limits: plugin.limits(),
         metrics_listen: args.metrics_listen,
         test_build_id: args.test_build_id.clone(),
+        token: token.clone(),
     };
     rt.block_on(worker::serve(options, |addr| {
-        // The one line a script or a test waits for, on stdout.
-        println!("worker listening on http://{addr}");
+        // The one line a script or a test waits for, on stdout: with the
+        // token when the worker made it (the coordinator's --workers takes
+        // this URL), without when it was given.
+        let url = format!("http://{addr}");
+        if made {
+            println!("worker listening on {}", token::url_with(&url, &token));
+        } else {
+            println!("worker listening on {url}");
+        }
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
     }))

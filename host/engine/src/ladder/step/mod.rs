@@ -101,17 +101,12 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     let health_before = env.stack.health_totals();
     session.watch.reset();
 
-    let transport = session.carrier.open().await?;
-    // A distributed run: every worker learns the step's points and opens
-    // its connections; their counts join the coordinator's at the drain.
-    let transport: Box<dyn Transport> = match &session.workers {
-        Some(w) => {
-            let w2 = w.clone();
-            tokio::task::spawn_blocking(move || w2.prepare(points)).await??;
-            Box::new(crate::distributed::coordinator::Gathered { inner: transport, workers: w.clone() })
-        }
-        None => transport,
-    };
+    let own = session.carrier.open().await?;
+    // Every other producer learns the step's points and opens its
+    // connections; their counts join this process's at the drain.
+    let load = session.load.clone();
+    tokio::task::spawn_blocking(move || load.prepare(points)).await??;
+    let transport = session.load.clone().gather(own);
     let new_points = points.saturating_sub(session.tags.len() as u64);
     env.progress.phase(Phase::Topology, &format!("tags of {} new points", crate::format::thousands(new_points)));
     let topology = send_topology(&env, session, &*transport, points).await?;
@@ -125,9 +120,7 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
     }
     let drained = drained?;
     transport_fault(&live)?;
-    if let Some(w) = &session.workers {
-        offered.cpu_s += w.merge_reports(&mut offered.report);
-    }
+    offered.cpu_s += session.load.merge_reports(&mut offered.report);
     // One last look at the processes: an exit late in the load or during the
     // drain counts like any other.
     for event in env.stack.supervise_now().await {
@@ -142,10 +135,8 @@ pub(crate) async fn run(mut env: Env<'_>, session: &mut Session, points: u64) ->
         (Some(b), Some(a)) => step.containers = health_delta(&b, &a),
         _ => ctx.health_unwatched = true,
     }
-    if let Some(w) = &session.workers {
-        (ctx.workers_unjudged, ctx.workers_bound) = w.verdict_notes();
-        step.workers = w.figures();
-    }
+    let notes = session.load.notes();
+    (ctx.workers_unjudged, ctx.workers_bound, step.workers) = (notes.unjudged, notes.bound, notes.figures);
     step.lag.p95_limit_s = Some(verdict::MAX_P95_LAG_S);
     let (status, reasons) = verdict::decide(&step, &ctx);
     step.status = status;

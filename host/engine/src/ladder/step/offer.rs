@@ -80,7 +80,7 @@ pub(super) async fn offer(
     let target_rps = points as f64 / cfg.interval.as_secs_f64();
     let live = Arc::new(ProducerLive::default());
     let spec = load_spec(cfg, session, points);
-    start_workers(session, cfg, &spec, points).await?;
+    start_load(session, cfg, &spec, points).await?;
     // Readings due from the soak's start are in the step's latency histograms.
     if let Some(start) = spec.start_ms {
         transport.live().soak_from_ms.store(start + cfg.warmup.as_millis() as i64, Ordering::Relaxed);
@@ -93,7 +93,7 @@ pub(super) async fn offer(
         producer: live.clone(),
         transport: transport.live().clone(),
         connections: transport.pool().conns.iter().map(|c| c.counts.clone()).collect(),
-        more_latency: session.workers.clone().map(|w| w as Arc<dyn crate::live_metrics::LatencySource>),
+        more_latency: session.load.clone().more_latency(),
     });
 
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -243,35 +243,30 @@ pub(super) fn generator_memory(session: &Session) -> BTreeMap<String, u64> {
     m
 }
 
-/// The barrier of a distributed run: workers whose clocks are off are
-/// refused (named), the rest start together at the schedule's start.
-async fn start_workers(session: &Session, cfg: &LadderConfig, spec: &LoadSpec, points: u64) -> anyhow::Result<()> {
-    let Some(w) = &session.workers else { return Ok(()) };
-    let w = w.clone();
-    let start = crate::distributed::wire::Start {
+/// Every producer starts together at the schedule's start; one refused
+/// (a distributed run's worker whose clock is off) is named and offers
+/// nothing this step.
+async fn start_load(session: &Session, cfg: &LadderConfig, spec: &LoadSpec, points: u64) -> anyhow::Result<()> {
+    let load = session.load.clone();
+    let step = crate::load_source::StepLoad {
         points,
-        start_ms: spec.start_ms.expect("a distributed load has a start"),
-        interval_ms: cfg.interval.as_millis() as u64,
-        warmup_ms: cfg.warmup.as_millis() as u64,
-        duration_ms: spec.duration.as_millis() as u64,
+        start_ms: spec.start_ms.expect("a step's load has a start"),
+        interval: cfg.interval,
+        warmup: cfg.warmup,
+        duration: spec.duration,
         sample_period_ms: spec.sample_period_ms,
-        drain_ms: 30_000,
     };
-    tokio::task::spawn_blocking(move || {
-        for why in w.barrier() {
-            tracing::info!("  {why}");
-        }
-        w.start(&start);
-    })
-    .await?;
+    for why in tokio::task::spawn_blocking(move || load.start(&step)).await? {
+        tracing::info!("  {why}");
+    }
     Ok(())
 }
 
 /// What the producer thread hands back: the plugins, and its report.
 type ProducerHandle = std::thread::JoinHandle<(Plugins, Result<ProducerReport, plugin_runtime::PluginError>)>;
 
-/// The producer thread, the session's plugins moved into it; in a
-/// distributed run, the workers' heartbeats feed the live counters while
+/// The producer thread, the session's plugins moved into it; the other
+/// producers (a distributed run's workers) feed the live counters while
 /// they load, and the load is over when theirs is.
 fn spawn_producer(
     session: &mut Session,
@@ -284,17 +279,15 @@ fn spawn_producer(
         Plugins { model: session.model.take().expect("model"), adapter: session.encoder.take().expect("encoder") };
     let addresses: Arc<Vec<Arc<str>>> = Arc::new(session.addresses.clone());
     let (live, stop, spec, senders) = (live.clone(), stop.clone(), spec.clone(), transport.senders());
-    let workers = session.workers.clone().map(|w| (w, transport.live().clone()));
+    let (load, acks) = (session.load.clone(), transport.live().clone());
     std::thread::Builder::new().name("producer".into()).spawn(move || {
-        let watcher = workers.map(|(w, acks)| {
+        let watcher = {
             let (live, stop) = (live.clone(), stop.clone());
             let until = Instant::now() + spec.duration + Duration::from_secs(30);
-            std::thread::spawn(move || w.watch(&live, &acks, &stop, until))
-        });
+            std::thread::spawn(move || load.watch(&live, &acks, &stop, until))
+        };
         let r = loadgen::produce(&mut plugins, &spec, &addresses, &senders, &live, &stop);
-        if let Some(h) = watcher {
-            let _ = h.join();
-        }
+        let _ = watcher.join();
         (plugins, r)
     })
 }
@@ -521,8 +514,9 @@ async fn take_sample(
 }
 
 /// The step's load: every point, the run's seed, warm-up and soak, with
-/// canaries; a distributed run's workers offer the readings and this
-/// process the canaries, a second later so workers hear the start.
+/// canaries; this process offers its own share of the readings (all of
+/// them, or none where workers offer them) and every canary, starting late
+/// enough for the other producers to hear the start.
 fn load_spec(cfg: &LadderConfig, session: &Session, points: u64) -> LoadSpec {
     LoadSpec {
         points: points as u32,
@@ -531,12 +525,8 @@ fn load_spec(cfg: &LadderConfig, session: &Session, points: u64) -> LoadSpec {
         duration: cfg.warmup + cfg.soak,
         sample_period_ms: session.period_ms,
         first_canary_seq: session.next_canary_seq,
-        // Workers get a second to hear the start before it is due.
-        start_ms: Some(loadgen::start_ms_after(
-            crate::clock::now_ms() + if session.workers.is_some() { 1000 } else { 0 },
-        )),
-        // A distributed run: the workers offer the readings, this process the canaries.
-        share: if session.workers.is_some() { loadgen::Share::None } else { loadgen::Share::All },
+        start_ms: Some(loadgen::start_ms_after(crate::clock::now_ms() + session.load.notice().as_millis() as i64)),
+        share: session.load.own_share(),
         canaries: true,
     }
 }
