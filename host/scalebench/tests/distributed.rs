@@ -195,9 +195,27 @@ fn same_as_one_process(extra: &[&str], workers: usize) {
 /// after 1.5 x keep-alive, which read as a SUT fault).
 #[test]
 fn a_distributed_step_longer_than_three_keep_alives_has_no_transport_error() {
+    a_long_distributed_step_has_no_transport_error(&[]);
+}
+
+/// The same over NATS JetStream (the client answers the server's pings)
+/// and HTTP (the coordinator's canaries and a server's idle connections).
+#[test]
+fn a_long_distributed_jetstream_step_has_no_transport_error() {
+    a_long_distributed_step_has_no_transport_error(&["--target", "nats-jetstream"]);
+}
+
+#[test]
+fn a_long_distributed_http_step_has_no_transport_error() {
+    a_long_distributed_step_has_no_transport_error(&["--target", "haxall"]);
+}
+
+fn a_long_distributed_step_has_no_transport_error(target: &[&str]) {
     let ws: Vec<HandWorker> = (0..2).map(|i| hand_worker(i, &[])).collect();
     let list = urls(&ws);
-    let run = run_ladder(&["--steps", "1k", "--soak", "95s", "--probes", "none", "--workers", &list]);
+    let mut args = target.to_vec();
+    args.extend(["--steps", "1k", "--soak", "95s", "--probes", "none", "--workers", &list]);
+    let run = run_ladder(&args);
     let e = stderr(&run.out);
     let r = run.result();
     let s = step0(&r);
@@ -292,16 +310,28 @@ fn run_watched(args: &[String], mut on: impl FnMut(&Child, &str)) -> (std::proce
     (status, all)
 }
 
-#[test]
-fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is_named() {
-    crate::docker::images();
-    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let _swarm = Swarm::join();
-    let base = ["--steps", "1k,2.5k", "--interval", "5s", "--soak", "8s", "--probes", "none"];
+// Three tests of their own, one at a time in the Docker group (a stack's
+// containers and the workers' starting side by side copy root filesystems
+// at once): each joins a single-node swarm if the engine is in none, and
+// leaves it as it found it.
 
+/// The Swarm tests' ladder.
+const SWARM_BASE: [&str; 8] = ["--steps", "1k,2.5k", "--interval", "5s", "--soak", "8s", "--probes", "none"];
+
+/// What each Swarm test starts from: the images built, the one-stack
+/// lock, a swarm, and three free ports for the workers.
+fn on_a_swarm() -> (std::sync::MutexGuard<'static, ()>, Swarm, String) {
+    crate::docker::images();
+    let one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    (one, Swarm::join(), worker_ports().to_string())
+}
+
+#[test]
+fn three_workers_on_a_docker_swarm_pass_as_one_process_does() {
+    let (_one, _swarm, port) = on_a_swarm();
+    let base = SWARM_BASE;
     // 3 workers against the local stack, and the same ladder in one process.
     let dir = tempfile::tempdir().unwrap();
-    let port = worker_ports().to_string();
     let mut with = base.to_vec();
     with.extend([
         "--workers",
@@ -354,7 +384,12 @@ fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is
             assert!((sq - (k + 1) as f64 * target).abs() <= target * 0.5 + 5.0, "3 workers {py:?} vs target {target}");
         }
     }
+}
 
+#[test]
+fn a_swarm_worker_killed_mid_soak_makes_the_step_inconclusive_and_is_named() {
+    let (_one, _swarm, port) = on_a_swarm();
+    let base = SWARM_BASE;
     // A worker killed mid-soak: the step is inconclusive and names it.
     let dir = tempfile::tempdir().unwrap();
     let mut with = base.to_vec();
@@ -404,7 +439,12 @@ fn three_workers_on_a_docker_swarm_pass_as_one_process_does_and_a_lost_worker_is
         "the others' figures kept: {w:?}"
     );
     assert!(our_services().is_empty(), "{:?}", our_services());
+}
 
+#[test]
+fn ctrl_c_mid_soak_of_a_swarm_run_keeps_what_it_measured_and_leaves_no_service() {
+    let (_one, _swarm, port) = on_a_swarm();
+    let base = SWARM_BASE;
     // Ctrl-C mid-soak: the run ends, keeps what it measured, and leaves no service.
     let dir = tempfile::tempdir().unwrap();
     let mut with = base.to_vec();

@@ -126,8 +126,10 @@ fn a_million_point_step_runs_to_a_verdict_that_says_why() {
         "15s",
         "--sample-every",
         "5s",
+        // The stack cannot keep up: what it has not acknowledged 10 s
+        // after the load is unknown, which is all the test needs to see.
         "--drain-timeout",
-        "30s",
+        "10s",
         "--connections",
         "4",
     ]);
