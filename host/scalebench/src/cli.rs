@@ -962,8 +962,9 @@ pub struct LiveSafetyFlags {
     #[arg(long, default_value_t = 3.0)]
     pub live_latency_factor: f64,
     /// Live-safety: a sample is bad when host load per CPU is this many times its baseline (and at least 2).
-    #[arg(long, default_value_t = 1.5)]
-    pub live_load_factor: f64,
+    /// Default: $SCALEBENCH_LIVE_LOAD_FACTOR, else 1.5 (`make test` sets inf: its own tests load the host).
+    #[arg(long)]
+    pub live_load_factor: Option<f64>,
 }
 
 /// Where a run's results go.

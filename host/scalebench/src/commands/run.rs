@@ -248,7 +248,10 @@ fn ladder_config(args: &RunArgs) -> anyhow::Result<LadderConfig> {
         live: crate::live_safety::Config {
             url: live.live_url.clone(),
             latency_factor: live.live_latency_factor,
-            load_factor: live.live_load_factor,
+            load_factor: live
+                .live_load_factor
+                .or_else(|| std::env::var("SCALEBENCH_LIVE_LOAD_FACTOR").ok().and_then(|v| v.trim().parse().ok()))
+                .unwrap_or(1.5),
         },
         prefill: None,
         workers: Vec::new(),
