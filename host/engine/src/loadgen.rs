@@ -126,6 +126,29 @@ pub struct ProducerReport {
     pub cut_at_wall_end: bool,
 }
 
+impl ProducerReport {
+    /// Add the report of a producer that ran beside this one (a worker):
+    /// counts and per-second offers summed; waits, slots and lateness the
+    /// longest (side by side, the longest is the wall time); either one
+    /// stopped early or cut at the wall-clock end, so is the sum.
+    pub fn add_side_by_side(&mut self, w: &ProducerReport) {
+        self.readings_scheduled += w.readings_scheduled;
+        self.readings_offered += w.readings_offered;
+        for (sec, k) in &w.offered_by_wall_second {
+            *self.offered_by_wall_second.entry(*sec).or_default() += k;
+        }
+        for (sec, k) in &w.offered_by_second {
+            *self.offered_by_second.entry(*sec).or_default() += k;
+        }
+        self.channel_wait_s = self.channel_wait_s.max(w.channel_wait_s);
+        self.slots = self.slots.max(w.slots);
+        self.behind_max_s = self.behind_max_s.max(w.behind_max_s);
+        self.behind_p95_s = self.behind_p95_s.max(w.behind_p95_s);
+        self.stopped_early |= w.stopped_early;
+        self.cut_at_wall_end |= w.cut_at_wall_end;
+    }
+}
+
 /// Plugins travel into the producer thread and back.
 pub struct Plugins {
     pub model: Box<dyn Model>,

@@ -534,22 +534,7 @@ impl Workers {
         for s in seen.iter() {
             match &s.final_ {
                 Some(f) => {
-                    let w = &f.report;
-                    r.readings_scheduled += w.readings_scheduled;
-                    r.readings_offered += w.readings_offered;
-                    for (sec, k) in &w.offered_by_wall_second {
-                        *r.offered_by_wall_second.entry(*sec).or_default() += k;
-                    }
-                    for (sec, k) in &w.offered_by_second {
-                        *r.offered_by_second.entry(*sec).or_default() += k;
-                    }
-                    // Workers run side by side: the longest wait is the wall time.
-                    r.channel_wait_s = r.channel_wait_s.max(w.channel_wait_s);
-                    r.slots = r.slots.max(w.slots);
-                    r.behind_max_s = r.behind_max_s.max(w.behind_max_s);
-                    r.behind_p95_s = r.behind_p95_s.max(w.behind_p95_s);
-                    r.stopped_early |= w.stopped_early;
-                    r.cut_at_wall_end |= w.cut_at_wall_end;
+                    r.add_side_by_side(&f.report);
                     cpu += f.cpu_s;
                 }
                 None => {

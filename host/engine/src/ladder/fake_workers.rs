@@ -158,17 +158,7 @@ impl LoadSource for FakeWorkers {
                 Some(Ok(Ok(report))) => report,
                 other => panic!("a fake worker's producer failed: {:?}", other.map(|r| r.map(|x| x.err()))),
             };
-            r.readings_scheduled += report.readings_scheduled;
-            r.readings_offered += report.readings_offered;
-            for (sec, k) in &report.offered_by_wall_second {
-                *r.offered_by_wall_second.entry(*sec).or_default() += k;
-            }
-            for (sec, k) in &report.offered_by_second {
-                *r.offered_by_second.entry(*sec).or_default() += k;
-            }
-            r.behind_max_s = r.behind_max_s.max(report.behind_max_s);
-            r.behind_p95_s = r.behind_p95_s.max(report.behind_p95_s);
-            r.stopped_early |= report.stopped_early;
+            r.add_side_by_side(&report);
             w.report = Some(report);
         }
         // Their CPU is this process's: already in its own figure.
