@@ -26,6 +26,10 @@ def functions(path):
         if not m:
             continue
         indent = m.group(1)
+        # A declaration without a body (a trait's method) ends at its `;`.
+        sig_end = next((j for j in range(i, len(lines)) if lines[j].rstrip().endswith(("{", ";"))), None)
+        if sig_end is None or lines[sig_end].rstrip().endswith(";"):
+            continue
         end = next((j for j in range(i + 1, len(lines)) if lines[j] == indent + "}"), None)
         if end is None:
             continue

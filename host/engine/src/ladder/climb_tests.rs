@@ -1,7 +1,8 @@
-//! The whole ladder in the fast tier: [`super::climb`] (the one-reading
-//! check, the floor, each step, the ceiling, the result file) against the
-//! in-memory SUT, its readings from this process or from two in-process
-//! workers through the load-source seam. A throttled broker must stop the
+//! The whole ladder in the fast tier: [`crate::ladder::run`] (the session
+//! opened, the one-reading check, the floor, each step, the ceiling, the
+//! result file) against the in-memory SUT through the session-parts seam,
+//! its readings from this process or from two in-process workers through
+//! the load-source seam. A throttled broker must stop the
 //! climb at the same step, for the same reason, whoever offers the load;
 //! each test fails if its verdict rule is taken out of `verdict.rs`.
 
@@ -12,9 +13,11 @@ use std::time::Duration;
 
 use super::fake::{ladder_config, session, shipped_budgets, FakeStack, Setup, Sut};
 use super::fake_workers::FakeWorkers;
+use super::{LadderConfig, LocalBoxFuture, Opened, SessionParts};
 use crate::load_source::{LoadSource, Local};
 use crate::results::{RunResult, Status, StepResult};
 use crate::services::StackServices;
+use crate::stack::StackDriver;
 
 /// Where a fake ladder's readings come from.
 #[derive(Debug, Clone, Copy)]
@@ -25,33 +28,55 @@ enum Source {
     Workers(u32),
 }
 
-/// Climb a whole ladder of `steps` against `sut` ([`crate::ladder::climb`]: the
-/// one-reading check, the floor, each step, the ceiling, the result file),
-/// its readings from `source`; the result, and the result file as written.
+/// The fast tier's session parts: fakes on `sut` where a real run has
+/// plugins, a carrier and a storage counter; [`FakeWorkers`], one per URL
+/// in `cfg.workers`, where it has `scalebench worker`s.
+struct FakeParts(Arc<Sut>);
+
+impl SessionParts for FakeParts {
+    fn open<'a>(
+        &'a self,
+        cfg: &'a LadderConfig,
+        _stack: &'a dyn StackDriver,
+        _services: &'a Arc<StackServices>,
+        watch: crate::live_safety::Watch,
+    ) -> LocalBoxFuture<'a, anyhow::Result<Opened>> {
+        Box::pin(async move {
+            let mut session = session(&self.0, cfg, Arc::new(Local));
+            session.watch = watch;
+            Ok(Opened { session, plugins_used: BTreeMap::new(), sys: None })
+        })
+    }
+
+    fn workers<'a>(
+        &'a self,
+        cfg: &'a LadderConfig,
+        _stack: &'a dyn StackDriver,
+    ) -> LocalBoxFuture<'a, anyhow::Result<Arc<dyn LoadSource>>> {
+        let n = cfg.workers.len() as u32;
+        let w = FakeWorkers::new(self.0.clone(), n, cfg.connections, cfg.inflight as usize, cfg.seed);
+        Box::pin(async move { Ok(Arc::new(w) as Arc<dyn LoadSource>) })
+    }
+}
+
+/// Run a whole ladder of `steps` against `sut` through [`crate::ladder::run`]
+/// (the session opened, the one-reading check, the floor, each step, the
+/// ceiling, the result file), its readings from `source`; the result, and
+/// the result file as written.
 async fn run_ladder(sut: Arc<Sut>, setup: Setup, steps: &[u64], source: Source) -> (RunResult, RunResult) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = ladder_config(&setup, dir.path());
     cfg.steps = steps.to_vec();
+    if let Source::Workers(n) = source {
+        // `ladder::run` asks the parts for workers because the run names some.
+        cfg.workers = (0..n).map(|i| format!("http://fake-worker-{i}/")).collect();
+    }
     let budgets = shipped_budgets();
     let services = Arc::new(StackServices::new(BTreeMap::new(), BTreeMap::new()).unwrap());
     let mut stack = FakeStack(sut.clone());
-    let load: Arc<dyn LoadSource> = match source {
-        Source::Local => Arc::new(Local),
-        Source::Workers(n) => {
-            Arc::new(FakeWorkers::new(sut.clone(), n, cfg.connections, cfg.inflight as usize, cfg.seed))
-        }
-    };
-    let session = session(&sut, &cfg, load);
-    let result = crate::ladder::new_result(&cfg, &stack, BTreeMap::new());
-    let climb = crate::ladder::Climb {
-        cfg: &cfg,
-        stack: &mut stack,
-        services: &services,
-        budgets: &budgets,
-        stop: Arc::new(AtomicBool::new(false)),
-        sys: None,
-    };
-    let result = crate::ladder::climb(climb, session, result).await.expect("the ladder runs");
+    let stop = Arc::new(AtomicBool::new(false));
+    let result =
+        crate::ladder::run(&cfg, &FakeParts(sut), &mut stack, services, &budgets, stop).await.expect("the ladder runs");
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
     let written: RunResult = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     (result, written)

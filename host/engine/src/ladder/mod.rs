@@ -18,22 +18,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context as _;
-use plugin_runtime::adapter_types::TransportPlan;
-use plugin_runtime::{ProbeSet, Runtime, TargetAdapter, ValueModel};
 
 use crate::budgets::Budgets;
 use crate::clock::utc_now;
-use crate::error::Error;
 use crate::hardware;
 use crate::live_safety;
-use crate::load_source::{LoadSource, Local};
 use crate::results::*;
-use crate::services::{Scoped, StackServices};
+use crate::services::StackServices;
 use crate::stack::StackDriver;
-use crate::transport::{BrokerCounters, CarrierOptions};
+use crate::transport::BrokerCounters;
 
 #[cfg(test)]
 mod climb_tests;
@@ -43,23 +39,21 @@ pub(crate) mod fake;
 #[cfg(test)]
 mod fake_workers;
 mod floor;
+mod parts;
 mod reading_check;
 mod session;
 pub(crate) mod step;
 
 pub use config::{Fault, FaultKind, LadderConfig};
+pub use parts::{LocalBoxFuture, Opened, Plugins, SessionParts};
 use reading_check::reading_check;
-pub(crate) use session::Session;
+pub use session::Session;
 
-fn user_error(e: plugin_runtime::PluginError) -> anyhow::Error {
-    crate::catalog::user_error(e)
-}
-
-/// The run: its session opened (plugins, carrier, storage counter, load
-/// source), then the climb.
+/// The run: its session opened from `parts` (plugins, carrier, storage
+/// counter, load source), then the climb.
 pub async fn run(
     cfg: &LadderConfig,
-    rt: &Runtime,
+    parts: &dyn SessionParts,
     stack: &mut dyn StackDriver,
     services: Arc<StackServices>,
     budgets: &Budgets,
@@ -67,7 +61,11 @@ pub async fn run(
 ) -> anyhow::Result<RunResult> {
     // Live-safety baseline first: before anything of ours loads the host.
     let watch = live_safety::Watch::start(cfg.live.clone())?;
-    let (session, plugins_used, sys) = open_session(cfg, rt, &*stack, &services, watch).await?;
+    let Opened { mut session, plugins_used, sys } = parts.open(cfg, &*stack, &services, watch).await?;
+    // Where the readings come from, once for the whole run.
+    if !cfg.workers.is_empty() {
+        session.load = parts.workers(cfg, &*stack).await?;
+    }
     let result = new_result(cfg, &*stack, plugins_used);
     climb(Climb { cfg, stack, services: &services, budgets, stop, sys }, session, result).await
 }
@@ -81,122 +79,6 @@ pub(crate) struct Climb<'a> {
     pub stop: Arc<AtomicBool>,
     /// The broker's own counters, where it has them.
     pub sys: Option<Box<dyn BrokerCounters>>,
-}
-
-/// The plugins (the model's and the target's checked against the stack's
-/// services), the carrier, the storage counter and where the load comes
-/// from: what lives across the steps. Also the plugins used (by their
-/// sha256) and the broker's counters.
-async fn open_session(
-    cfg: &LadderConfig,
-    rt: &Runtime,
-    stack: &dyn StackDriver,
-    services: &Arc<StackServices>,
-    watch: live_safety::Watch,
-) -> anyhow::Result<(Session, BTreeMap<String, String>, Option<Box<dyn BrokerCounters>>)> {
-    // Plugins.
-    let model_plugin = crate::catalog::load(rt, &cfg.model)?;
-    let target_plugin = crate::catalog::load(rt, &cfg.target)?;
-    let mut model = ValueModel::instantiate(rt, &model_plugin)?;
-    model.configure(&cfg.model_params).map_err(user_error)?;
-    let period_ms = model.sample_period_ms()?;
-    let adapter = |role: &'static str| -> anyhow::Result<(TargetAdapter, plugin_runtime::adapter_types::Plan)> {
-        let mut a = TargetAdapter::instantiate(rt, &target_plugin, Scoped::shared(services, role))?;
-        let plan = a
-            .configure(&crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()))
-            .map_err(user_error)?;
-        Ok((a, plan))
-    };
-    let (encoder, plan) = adapter("encoder")?;
-    // The plan names the services it needs; the stack must have every one.
-    let provided = stack.services();
-    for name in &plan.services {
-        if !provided.iter().any(|e| &e.name == name) {
-            return Err(Error::MissingService {
-                target: cfg.target.clone(),
-                what: format!("a service named `{name}`"),
-                stack: stack.kind().into(),
-                has: stack.describe_services(),
-            }
-            .into());
-        }
-    }
-    // HTTP: headers and judging on an adapter instance of their own.
-    let http_rules: Option<Arc<dyn crate::transport::http::IngestRules>> = match plan.transport {
-        TransportPlan::Http => {
-            let rules = crate::transport::http::AdapterRules(Arc::new(Mutex::new(adapter("ingest")?.0)));
-            if !crate::transport::http::IngestRules::judged_by_adapter(&rules) {
-                tracing::warn!("{}", crate::transport::http::NO_HTTP_INGEST);
-            }
-            Some(Arc::new(rules))
-        }
-        _ => None,
-    };
-    let carrier_opts = CarrierOptions {
-        connections: cfg.connections,
-        inflight: cfg.inflight,
-        mqtt_user: cfg.mqtt_user.clone(),
-        mqtt_password: cfg.mqtt_password.clone(),
-        mqtt_version: cfg.mqtt_version,
-        http_window: cfg.http_window,
-        http_rules,
-        client_id_prefix: None,
-        worker: false,
-    };
-    let carrier = crate::transport::carrier_for(&cfg.target, &plan.transport, stack, &carrier_opts).await?;
-    let counter = Arc::new(Mutex::new(adapter("counter")?.0));
-    let canary = Arc::new(Mutex::new(adapter("canary")?.0));
-    let mut plugins_used = BTreeMap::new();
-    plugins_used.insert(format!("model:{}", cfg.model), model_plugin.sha256.clone());
-    plugins_used.insert(format!("target:{}", cfg.target), target_plugin.sha256.clone());
-    let probe_set = match &cfg.probes {
-        Some(spec) => {
-            let p = crate::catalog::load(rt, spec)?;
-            plugins_used.insert(format!("probes:{spec}"), p.sha256.clone());
-            Some(ProbeSet::instantiate(rt, &p, Scoped::shared(services, "probes"))?)
-        }
-        None => None,
-    };
-
-    let jetstream = match &plan.transport {
-        TransportPlan::NatsJetstream(jp) => Some((jp.stream_name.as_str(), jp.max_msgs)),
-        _ => None,
-    };
-    let mut durability_settings = stack.settings();
-    if let TransportPlan::NatsJetstream(jp) = &plan.transport {
-        durability_settings.insert("jetstream.storage".into(), jp.storage.clone());
-        durability_settings.insert("jetstream.replicas".into(), jp.replicas.to_string());
-    }
-    let count = crate::storage::count_for(&cfg.target, &plan.storage, &counter, stack, services, jetstream).await?;
-    {
-        let q = counter.clone();
-        tokio::task::spawn_blocking(move || q.lock().unwrap().preflight())
-            .await?
-            .context("the target is not ready for a ladder")?;
-    }
-    let sys = carrier.broker_counters();
-    // Where the readings come from, once for the whole run.
-    let load: Arc<dyn LoadSource> =
-        if cfg.workers.is_empty() { Arc::new(Local) } else { Arc::new(start_workers(cfg, stack).await?) };
-
-    let session = Session {
-        model: Some(Box::new(model)),
-        encoder: Some(Box::new(encoder)),
-        counter,
-        canary,
-        probe_set,
-        addresses: Vec::new(),
-        tags: Default::default(),
-        period_ms,
-        carrier,
-        count,
-        next_canary_seq: 0,
-        watch,
-        load,
-        durability_settings,
-    };
-
-    Ok((session, plugins_used, sys))
 }
 
 /// The result file's run, before any step.
@@ -329,44 +211,6 @@ pub(crate) async fn climb(c: Climb<'_>, mut session: Session, mut result: RunRes
 }
 
 pub use crate::results::ceiling_of as ceiling;
-
-/// A distributed run's workers, connected and initialised: the same plugin
-/// bytes and params, the stack's services (the ones the isolation guard
-/// checked), this run's connection options.
-async fn start_workers(
-    cfg: &LadderConfig,
-    stack: &dyn StackDriver,
-) -> anyhow::Result<crate::distributed::coordinator::Workers> {
-    use crate::distributed::{coordinator, wire, worker};
-    let template = coordinator::InitTemplate {
-        run_id: cfg.run_id.clone(),
-        model: (cfg.model.clone(), crate::catalog::bytes(&cfg.model)?),
-        model_params: cfg.model_params.clone(),
-        target: (cfg.target.clone(), crate::catalog::bytes(&cfg.target)?),
-        target_params: crate::credentials::with_password(&cfg.target_params, cfg.target_password.as_ref()),
-        seed: cfg.seed,
-        services: stack
-            .services()
-            .into_iter()
-            .map(|e| wire::Service { name: e.name, kind: worker::kind_name(e.kind).into(), address: e.address })
-            .collect(),
-        connections: cfg.connections,
-        inflight: cfg.inflight,
-        http_window: cfg.http_window,
-        mqtt_user: cfg.mqtt_user.clone(),
-        mqtt_password: cfg.mqtt_password.clone(),
-        mqtt_version: cfg.mqtt_version,
-    };
-    let urls = cfg.workers.clone();
-    tokio::task::spawn_blocking(move || {
-        let w = coordinator::Workers::connect(&urls, std::time::Duration::from_secs(60))?;
-        w.init(&template)?;
-        let named: Vec<&str> = w.list.iter().map(|w| w.url.as_str()).collect();
-        tracing::info!("workers: {} ready ({})", w.len(), named.join(", "));
-        Ok(w)
-    })
-    .await?
-}
 
 #[cfg(test)]
 mod tests {

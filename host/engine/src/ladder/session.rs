@@ -11,28 +11,28 @@ use crate::target::{Adapter, Model};
 use crate::transport::Carrier;
 
 /// Everything that lives across steps.
-pub(crate) struct Session {
-    pub model: Option<Box<dyn Model>>,
-    pub encoder: Option<Box<dyn Adapter>>,
+pub struct Session {
+    pub(crate) model: Option<Box<dyn Model>>,
+    pub(crate) encoder: Option<Box<dyn Adapter>>,
     /// Learns the run's points, reads stats.
-    pub counter: Arc<Mutex<dyn Adapter>>,
+    pub(crate) counter: Arc<Mutex<dyn Adapter>>,
     /// Canary polling, on its own connection.
-    pub canary: Arc<Mutex<dyn Adapter>>,
-    pub probe_set: Option<ProbeSet>,
-    pub addresses: Vec<Arc<str>>,
+    pub(crate) canary: Arc<Mutex<dyn Adapter>>,
+    pub(crate) probe_set: Option<ProbeSet>,
+    pub(crate) addresses: Vec<Arc<str>>,
     /// The run's points so far, compactly.
-    pub tags: crate::points::PointTable,
-    pub period_ms: u64,
+    pub(crate) tags: crate::points::PointTable,
+    pub(crate) period_ms: u64,
     /// How readings reach the SUT (from the plan's transport).
-    pub carrier: Box<dyn Carrier>,
+    pub(crate) carrier: Box<dyn Carrier>,
     /// Who counts what was stored (from the plan's storage).
-    pub count: Arc<dyn StoredCount>,
-    pub next_canary_seq: u64,
-    pub watch: live_safety::Watch,
+    pub(crate) count: Arc<dyn StoredCount>,
+    pub(crate) next_canary_seq: u64,
+    pub(crate) watch: live_safety::Watch,
     /// Where the readings come from: this process, or a distributed run's
     /// workers (chosen once, when the session opens).
-    pub load: Arc<dyn crate::load_source::LoadSource>,
+    pub(crate) load: Arc<dyn crate::load_source::LoadSource>,
     /// What bears on durability beyond the target's own stats: the stack's
     /// settings (`nats.sync_interval`) and the plan's (`jetstream.replicas`).
-    pub durability_settings: std::collections::BTreeMap<String, String>,
+    pub(crate) durability_settings: std::collections::BTreeMap<String, String>,
 }

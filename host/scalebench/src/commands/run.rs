@@ -427,7 +427,7 @@ impl Session<'_> {
                 }));
             }
         }
-        ladder::run(cfg, &self.plugin_rt, stack, services, &self.budgets, stop.clone()).await
+        ladder::run(cfg, &ladder::Plugins(&self.plugin_rt), stack, services, &self.budgets, stop.clone()).await
     }
 
     /// The results table on stdout, the report if asked, then CI's gates.
