@@ -351,11 +351,13 @@ impl Floor {
 /// Outcomes of the readings offered, as Jepsen classifies them: ok (acked
 /// and stored), lost (acked, never stored: data loss), unknown (never
 /// acknowledged: not loss); refused (answered with a refusal) and
-/// not_offered (the wall-clock end came first) beside them.
+/// not_offered (the wall-clock end came first) beside them. Where the
+/// stored count could not be read, ok and lost are None: the acknowledged
+/// readings are neither, unmeasured, never zero.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Outcomes {
-    pub ok: u64,
-    pub lost: u64,
+    pub ok: Option<u64>,
+    pub lost: Option<u64>,
     pub unknown: u64,
     pub refused: u64,
     pub not_offered: u64,

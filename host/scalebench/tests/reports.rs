@@ -380,7 +380,7 @@ fn stalled_result() -> RunResult {
     s.ack_latency.service = s.ack_latency.intended.clone();
     (s.ack_latency.longest_silence_s, s.ack_latency.silence_total) = (Some(20.0), true);
     (s.ack_latency.silence_from_soak_s, s.ack_latency.silence_to_soak_s) = (Some(20.0), Some(40.0));
-    s.outcomes.ok = 13_990;
+    (s.outcomes.ok, s.outcomes.lost) = (Some(13_990), Some(0));
     s.outcomes.unknown = 10;
     r
 }

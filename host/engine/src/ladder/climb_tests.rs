@@ -117,7 +117,12 @@ fn assert_the_climb_stops_at_the_throttle(r: &RunResult, written: &RunResult) {
     assert!(written.finished_utc.is_some());
     for step in &r.steps {
         let o = &step.outcomes;
-        assert_eq!(o.ok + o.lost + o.unknown + o.refused, step.generator.offered, "{}: {o:?}", show(step));
+        assert_eq!(
+            o.ok.unwrap() + o.lost.unwrap() + o.unknown + o.refused,
+            step.generator.offered,
+            "{}: {o:?}",
+            show(step)
+        );
     }
 }
 

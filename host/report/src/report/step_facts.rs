@@ -109,13 +109,23 @@ pub fn silence_text(s: &StepResult) -> String {
 /// None when the result has no outcomes recorded.
 pub fn outcomes_text(s: &StepResult) -> Option<String> {
     let o = &s.outcomes;
-    if o.ok + o.lost + o.unknown + o.refused + o.not_offered == 0 {
+    let (ok, lost) = (o.ok.unwrap_or(0), o.lost.unwrap_or(0));
+    if o.ok.is_some() && ok + lost + o.unknown + o.refused + o.not_offered == 0 {
         return None;
     }
+    let acked = match (o.ok, o.lost) {
+        (Some(ok), Some(lost)) => format!(
+            "{} ok (acknowledged and stored) · {} lost (acknowledged, never stored)",
+            thousands(ok),
+            thousands(lost)
+        ),
+        _ => format!(
+            "{} acknowledged, ok or lost not measured (the stored count could not be read)",
+            thousands(s.ingest.acked)
+        ),
+    };
     Some(format!(
-        "Readings: {} ok (acknowledged and stored) · {} lost (acknowledged, never stored) · {} unknown (never acknowledged) · {} refused · {} not offered (the load's end came first).",
-        thousands(o.ok),
-        thousands(o.lost),
+        "Readings: {acked} · {} unknown (never acknowledged) · {} refused · {} not offered (the load's end came first).",
         thousands(o.unknown),
         thousands(o.refused),
         thousands(o.not_offered)
@@ -176,7 +186,7 @@ mod tests {
                 silence_total: true,
                 ..Default::default()
             },
-            outcomes: Outcomes { ok: 1600, lost: 32, unknown: 5, ..Default::default() },
+            outcomes: Outcomes { ok: Some(1600), lost: Some(32), unknown: 5, ..Default::default() },
             ..Default::default()
         };
         let rows = latency_rows(&s, None).unwrap();
@@ -185,5 +195,20 @@ mod tests {
         assert_eq!(rows[1][4], "n/m");
         assert!(silence_text(&s).contains("20.0 s, from 10.0 s to 30.0 s into the soak (no connection"));
         assert!(outcomes_text(&s).unwrap().starts_with("Readings: 1,600 ok (acknowledged and stored) · 32 lost"));
+    }
+
+    #[test]
+    fn outcomes_whose_stored_count_could_not_be_read_say_so_never_zero() {
+        let mut s = StepResult {
+            outcomes: Outcomes { ok: None, lost: None, unknown: 1250, not_offered: 480, ..Default::default() },
+            ..Default::default()
+        };
+        s.ingest.acked = 1070;
+        let t = outcomes_text(&s).unwrap();
+        assert!(
+            t.starts_with("Readings: 1,070 acknowledged, ok or lost not measured (the stored count could not be read) · 1,250 unknown"),
+            "{t}"
+        );
+        assert!(!t.contains(" ok (") && !t.contains("0 lost"), "{t}");
     }
 }

@@ -157,7 +157,7 @@ pub fn synthetic_ladder(steps: &[u64], soak_s: f64) -> RunResult {
                 live_safety: vec![],
                 ack_latency: AckLatency::default(),
                 store: StoreFigures::default(),
-                outcomes: Outcomes { ok: stored, lost: acked - stored, ..Default::default() },
+                outcomes: Outcomes { ok: Some(stored), lost: Some(acked - stored), ..Default::default() },
                 series: {
                     let n = (warmup_s + soak_s) as usize;
                     let per = (target as u64).max(1);

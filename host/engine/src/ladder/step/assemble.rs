@@ -142,8 +142,8 @@ pub(super) async fn assemble(
         unmeasured,
         live_safety: std::mem::take(&mut o.live_samples),
         outcomes: Outcomes {
-            ok: if d.stored_error.is_some() { 0 } else { c.stored },
-            lost: if d.stored_error.is_some() { 0 } else { c.missing },
+            ok: d.stored_error.is_none().then_some(c.stored),
+            lost: d.stored_error.is_none().then_some(c.missing),
             unknown: r.readings_offered.saturating_sub(counts.readings_acked + counts.readings_rejected),
             refused: counts.readings_rejected,
             not_offered: r.readings_scheduled.saturating_sub(r.readings_offered),

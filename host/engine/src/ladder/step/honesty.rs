@@ -22,10 +22,16 @@ fn show(step: &StepResult) -> String {
 fn assert_outcome_series_add_up(step: &StepResult) {
     let (o, s) = (&step.outcomes, &step.series);
     let sum = |v: &Option<Vec<u64>>| v.as_ref().map(|v| v.iter().sum::<u64>());
-    assert_eq!(sum(&s.ok_by_payload), Some(o.ok), "ok by second vs the step: {s:?}");
-    assert_eq!(sum(&s.lost_by_payload), Some(o.lost), "lost by second vs the step: {s:?}");
+    assert_eq!(sum(&s.ok_by_payload), o.ok, "ok by second vs the step: {s:?}");
+    assert_eq!(sum(&s.lost_by_payload), o.lost, "lost by second vs the step: {s:?}");
     assert_eq!(s.unknown_by_payload.iter().sum::<u64>(), o.unknown, "unknown by second vs the step: {s:?}");
-    assert_eq!(o.ok + o.lost + o.unknown + o.refused, step.generator.offered, "{o:?}");
+    // Acknowledged = ok + lost where the stored count was read.
+    let acked = match (o.ok, o.lost) {
+        (Some(ok), Some(lost)) => ok + lost,
+        _ => step.ingest.acked,
+    };
+    assert_eq!(acked, step.ingest.acked, "{o:?} vs {:?}", step.ingest);
+    assert_eq!(acked + o.unknown + o.refused, step.generator.offered, "{o:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,6 +158,11 @@ async fn a_stored_count_that_cannot_be_read_is_inconclusive_never_zero() {
     assert!(step.reasons.iter().all(|r| !r.starts_with("data loss")), "{}", show(&step));
     assert_eq!(step.series.ok_by_payload, None, "unmeasured, never zeros");
     assert_eq!(step.series.lost_by_payload, None, "unmeasured, never zeros");
+    // The step's own outcomes too: its acknowledged readings are neither
+    // ok nor lost, and nothing offered goes unclassified.
+    assert_eq!((step.outcomes.ok, step.outcomes.lost), (None, None), "unmeasured, never zero");
+    assert!(step.ingest.acked > 0, "{}", show(&step));
+    assert_outcome_series_add_up(&step);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
