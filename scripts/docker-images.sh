@@ -28,6 +28,18 @@ mkdir -p "$CACHE"
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 
+# The image a rebuild replaced, by its id, when this script made it (it
+# carries the label given): removed, so rebuilds leave nothing dangling
+# (under vfs each is a few hundred MB). One still in use by a container
+# stays.
+replaced() {
+  local old="$1" tag="$2" label="$3"
+  [ -n "$old" ] || return 0
+  [ "$old" != "$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)" ] || return 0
+  [ -n "$(docker image inspect -f "{{index .Config.Labels \"$label\"}}" "$old" 2>/dev/null || true)" ] || return 0
+  docker image rm "$old" >/dev/null 2>&1 || true
+}
+
 if ! have scale-base:bookworm || [ "${SCALE_REBUILD:-0}" = 1 ]; then
   if [ ! -f "$CACHE/rootfs.tar" ]; then
     echo "images: debootstrap bookworm (minbase) from $MIRROR" >&2
@@ -66,7 +78,9 @@ nats_sum=$(cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha25
 if [ "$(docker image inspect -f '{{index .Config.Labels "scale.context"}}' scale-nats:bookworm 2>/dev/null || true)" != "$nats_sum" ] \
   || [ "${SCALE_REBUILD:-0}" = 1 ]; then
   echo "images: scale-nats:bookworm ($nats_from)" >&2
+  old=$(docker image inspect -f '{{.Id}}' scale-nats:bookworm 2>/dev/null || true)
   docker build -q --network host --label "scale.context=$nats_sum" -t scale-nats:bookworm "$ctx" >/dev/null
+  replaced "$old" scale-nats:bookworm scale.context
 fi
 rm -rf "$ctx"
 
@@ -89,7 +103,9 @@ for name in historian haystack worker; do
     if [ "$name" != worker ] && strip --strip-debug -o "$ctx/scalebench" "$BIN" 2>/dev/null; then :; else
       cp "$BIN" "$ctx/scalebench"
     fi
+    old=$(docker image inspect -f '{{.Id}}' "scale-$name:bookworm" 2>/dev/null || true)
     docker build -q --network host --label "scale.binary=$sum" -t "scale-$name:bookworm" "$ctx" >/dev/null
+    replaced "$old" "scale-$name:bookworm" scale.binary
     rm -rf "$ctx"
   fi
 done

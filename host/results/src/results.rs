@@ -353,14 +353,22 @@ impl Floor {
 /// acknowledged: not loss); refused (answered with a refusal) and
 /// not_offered (the wall-clock end came first) beside them. Where the
 /// stored count could not be read, ok and lost are None: the acknowledged
-/// readings are neither, unmeasured, never zero.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// readings are neither, unmeasured, never zero. (A result written before
+/// outcomes were recorded reads as all zeros: "not recorded".)
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Outcomes {
     pub ok: Option<u64>,
     pub lost: Option<u64>,
     pub unknown: u64,
     pub refused: u64,
     pub not_offered: u64,
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Outcomes { ok: Some(0), lost: Some(0), unknown: 0, refused: 0, not_offered: 0 }
+    }
 }
 
 /// Per-second series of a step. Index k is the wall-clock second

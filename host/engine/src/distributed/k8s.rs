@@ -65,8 +65,10 @@ pub const MAX_WORKERS: u32 = 100_000;
 /// (with `app.kubernetes.io/instance: <name>`).
 const APP_LABEL: (&str, &str) = ("app.kubernetes.io/name", "scalebench-worker");
 
-/// What `scalebench deploy k8s` was asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `scalebench deploy k8s` was asked for (its `Debug` leaves the
+/// token out: an error or a log line that prints the options never
+/// carries it).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Options {
     /// How many workers (pods of the Indexed Job).
     pub workers: u32,
@@ -84,6 +86,21 @@ pub struct Options {
     /// The workers' control-API token ([`super::token`]), kept in a Secret
     /// the pods read it from.
     pub token: String,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("workers", &self.workers)
+            .field("image", &self.image)
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("cpu", &self.cpu)
+            .field("memory", &self.memory)
+            .field("port", &self.port)
+            .field("cluster_domain", &self.cluster_domain)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Options {
@@ -514,6 +531,14 @@ mod tests {
         let token = env.iter().find(|e| e["name"] == crate::distributed::token::ENV).expect("the token's env var");
         assert_eq!(token["valueFrom"]["secretKeyRef"], json!({ "name": "scalebench-workers", "key": TOKEN_KEY }));
         assert!(token.get("value").is_none(), "from the Secret, not written into the pod spec");
+    }
+
+    #[test]
+    fn the_options_print_without_their_token() {
+        let o = Options { token: "0123456789abcdef0123456789abcdef".into(), ..opts(2) };
+        let shown = format!("{o:?}");
+        assert!(!shown.contains("0123456789abcdef"), "{shown}");
+        assert!(shown.contains("workers: 2"), "{shown}");
     }
 
     #[test]
