@@ -52,6 +52,9 @@ pub struct Sut {
     pub refuse_every: Option<u64>,
     /// Stored counts cannot be read (a metric hidden from scalebench).
     pub hide_stored: bool,
+    /// The next this many count reads fail (a stream still electing its
+    /// leader after a whole-cluster restart), then they answer.
+    pub count_unreadable_reads: AtomicU64,
     /// The count reports each stored reading this many times (an adapter
     /// that double-counts); None or 1: once.
     pub count_times: Option<u64>,
@@ -293,6 +296,10 @@ impl StoredCount for FakeCount {
         Box::pin(async move {
             if self.0.hide_stored {
                 anyhow::bail!("the fake store does not answer count queries");
+            }
+            let unreadable = &self.0.count_unreadable_reads;
+            if unreadable.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+                anyhow::bail!("the fake stream has no leader yet");
             }
             let from = window.start_ms.div_euclid(1000);
             let to = (window.end_ms + 999).div_euclid(1000);

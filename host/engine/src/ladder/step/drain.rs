@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The longest a count read from the store itself is asked again.
+const COUNT_RETRY_MAX: Duration = Duration::from_secs(30);
+
 pub(super) struct Drained {
     pub(super) counts: AckCounts,
     pub(super) sent: Vec<(u64, i64)>,
@@ -57,10 +60,25 @@ pub(super) async fn drain(
     let mut drain_note = None;
     let mut stored_error = None;
     let stored_by_second = if !session.count.settles() {
-        session.count.stored(window).await.unwrap_or_else(|e| {
-            stored_error = Some(format!("{e:#}"));
-            BTreeMap::new()
-        })
+        // A count read from the store itself (a JetStream stream) fails
+        // while the store is still coming back (a whole cluster restarted
+        // mid-step has no leader for a while): asked again each second, for
+        // the drain's timeout (at most 30 s), before it is unmeasured.
+        let retry = if o.interrupted { Duration::from_secs(2) } else { env.cfg.drain_timeout.min(COUNT_RETRY_MAX) };
+        let give_up = Instant::now() + retry;
+        loop {
+            match session.count.stored(window).await {
+                Ok(b) => break b,
+                Err(e) if Instant::now() >= give_up => {
+                    stored_error = Some(format!("{e:#}"));
+                    break BTreeMap::new();
+                }
+                Err(e) => {
+                    tracing::info!("  the stored count cannot be read yet ({e:#}); asking again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
     } else {
         // Stored counts must hold still over several reads (or reach acked).
         let stable_deadline =

@@ -166,6 +166,19 @@ async fn a_stored_count_that_cannot_be_read_is_inconclusive_never_zero() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_count_that_answers_after_a_few_failed_reads_is_measured() {
+    // A stream whose whole cluster restarted has no leader for a while:
+    // the count is asked again, and what it then answers is the count.
+    let sut = Arc::new(Sut { count_unreadable_reads: 3.into(), ..Sut::new() });
+    let step = run_step(sut.clone(), Setup::default()).await;
+    assert_eq!(sut.count_unreadable_reads.load(Ordering::Relaxed), 0, "the fault was injected");
+    assert_eq!(step.status, Status::Pass, "{}", show(&step));
+    assert!(step.ingest.acked > 0 && step.ingest.stored == step.ingest.acked, "{:?}", step.ingest);
+    assert_eq!(step.outcomes.ok, Some(step.ingest.acked));
+    assert_outcome_series_add_up(&step);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_count_of_each_reading_twice_is_never_stored_and_is_said_beyond_the_acks() {
     let sut = Arc::new(Sut { count_times: Some(2), ..Sut::new() });
     let step = run_step(sut.clone(), Setup::default()).await;
