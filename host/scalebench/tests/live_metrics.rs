@@ -55,9 +55,23 @@ fn get(url: &str) -> Option<String> {
 
 /// One PromQL instant query: the first series' value, if any.
 fn query(prom: &str, q: &str) -> Option<f64> {
-    let url = format!("{prom}/api/v1/query?query={}", urlencode(q));
-    let body: serde_json::Value = serde_json::from_str(&get(&url)?).ok()?;
+    query_url(&format!("{prom}/api/v1/query?query={}", urlencode(q)))
+}
+
+/// The same query evaluated at `at_unix_s`. Once the run has ended,
+/// Prometheus's next failed scrape marks its series stale and a query at
+/// "now" finds none: a figure of the run is read at a time it served it.
+fn query_at(prom: &str, q: &str, at_unix_s: f64) -> Option<f64> {
+    query_url(&format!("{prom}/api/v1/query?query={}&time={at_unix_s:.3}", urlencode(q)))
+}
+
+fn query_url(url: &str) -> Option<f64> {
+    let body: serde_json::Value = serde_json::from_str(&get(url)?).ok()?;
     body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
 }
 
 fn urlencode(s: &str) -> String {
@@ -138,6 +152,9 @@ fn prometheus_scrapes_the_live_rate_and_latency_the_result_reports_and_the_dashb
         }
         during_second.contains("step_points=\"1100\",phase=\"soak\"} 1") || run.0.try_wait().unwrap().is_some()
     });
+    // The first step's figures, frozen at its verdict, are served now (and
+    // were scraped in the second before).
+    let second_step_seen_at = unix_now_s();
     assert!(
         during_second.contains("scalebench_step_verdict{target=\"baler\",step_points=\"1000\",verdict=\"pass\"} 1"),
         "{during_second}\n{}",
@@ -169,9 +186,12 @@ fn prometheus_scrapes_the_live_rate_and_latency_the_result_reports_and_the_dashb
         .unwrap();
     let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(result_file).unwrap()).unwrap();
     let p99 = result["steps"][0]["ack_latency"]["intended"]["p99_s"].as_f64().expect("the result's p99");
-    let promql_p99 =
-        query(&prom, "histogram_quantile(0.99, scalebench_ack_latency_intended_seconds_bucket{step_points=\"1000\"})")
-            .expect("a p99 from Prometheus");
+    let promql_p99 = query_at(
+        &prom,
+        "histogram_quantile(0.99, scalebench_ack_latency_intended_seconds_bucket{step_points=\"1000\"})",
+        second_step_seen_at,
+    )
+    .expect("a p99 from Prometheus");
     let (a, b) = (bucket_of(p99), bucket_of(promql_p99));
     eprintln!("acknowledged {rate:.0}/s, offered {offered:.0}/s; p99 {promql_p99} s (PromQL) vs {p99} s (result)");
     assert!(
