@@ -71,14 +71,14 @@ pub async fn run(
 }
 
 /// What the climb runs with, its session aside.
-pub(crate) struct Climb<'a> {
-    pub cfg: &'a LadderConfig,
-    pub stack: &'a mut dyn StackDriver,
-    pub services: &'a Arc<StackServices>,
-    pub budgets: &'a Budgets,
-    pub stop: Arc<AtomicBool>,
+struct Climb<'a> {
+    cfg: &'a LadderConfig,
+    stack: &'a mut dyn StackDriver,
+    services: &'a Arc<StackServices>,
+    budgets: &'a Budgets,
+    stop: Arc<AtomicBool>,
     /// The broker's own counters, where it has them.
-    pub sys: Option<Box<dyn BrokerCounters>>,
+    sys: Option<Box<dyn BrokerCounters>>,
 }
 
 /// The result file's run, before any step.
@@ -119,7 +119,7 @@ fn new_result(cfg: &LadderConfig, stack: &dyn StackDriver, plugins_used: BTreeMa
 /// the result file rewritten after each, up to the first step that does
 /// not pass (or every step with `continue_on_fail`); the ceiling is the
 /// highest pass below the first failure.
-pub(crate) async fn climb(c: Climb<'_>, mut session: Session, mut result: RunResult) -> anyhow::Result<RunResult> {
+async fn climb(c: Climb<'_>, mut session: Session, mut result: RunResult) -> anyhow::Result<RunResult> {
     let Climb { cfg, stack, services, budgets, stop, sys } = c;
     let path = RunResult::path_in(&cfg.results_dir, &cfg.run_id);
 
