@@ -96,6 +96,45 @@ pub struct ProducerLive {
     pub behind_ms: AtomicU64,
     /// Canaries sent: (seq, ts_ms).
     pub canaries: Mutex<Vec<(u64, i64)>>,
+    /// Readings offered so far, by second: what a worker's heartbeat
+    /// carries, so its seconds count up to the moment it is lost.
+    pub seconds: Mutex<OfferedSeconds>,
+    /// A worker's leash: the producer stops itself once no call from its
+    /// coordinator came for this long ([`Leash`]).
+    pub leash: Option<Leash>,
+    /// The producer stopped itself at the end of its leash.
+    pub off_leash: AtomicBool,
+}
+
+/// Readings offered, by second of payload ts and by wall-clock second of
+/// hand-over (Unix s).
+#[derive(Debug, Default, Clone)]
+pub struct OfferedSeconds {
+    pub by_payload: BTreeMap<i64, u64>,
+    pub by_wall: BTreeMap<i64, u64>,
+}
+
+/// When the producer last heard from whoever watches it, and how long a
+/// silence it takes before it stops: a worker frozen past its coordinator's
+/// patience stops, instead of catching up with a burst nobody counts.
+#[derive(Debug, Clone)]
+pub struct Leash {
+    /// [`crate::clock::now_ns`] of the last call.
+    pub contact_ns: Arc<std::sync::atomic::AtomicI64>,
+    pub silence: Duration,
+}
+
+impl ProducerLive {
+    /// Whether the leash (if any) has run out; marks it so.
+    fn leash_ran_out(&self) -> bool {
+        let Some(l) = &self.leash else { return false };
+        let silent_ns = crate::clock::now_ns() - l.contact_ns.load(Ordering::Relaxed);
+        if silent_ns >= l.silence.as_nanos() as i64 {
+            self.off_leash.store(true, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -242,8 +281,6 @@ pub fn produce(
     // stamped with its scheduled time, so lag includes any backlog of ours.
     let mut next_canary_ms = start_ms;
     let mut offered = 0u64;
-    let mut offered_by_wall_second: BTreeMap<i64, u64> = BTreeMap::new();
-    let mut offered_by_second: BTreeMap<i64, u64> = BTreeMap::new();
     let mut batch_seconds: Vec<(i64, u64)> = Vec::new();
     let mut waited = Duration::ZERO;
     let mut slots = 0u64;
@@ -258,7 +295,7 @@ pub fn produce(
             break;
         }
         for j in 0..slots_per_interval {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) || live.leash_ran_out() {
                 stopped_early = true;
                 break 'outer;
             }
@@ -351,9 +388,12 @@ pub fn produce(
                 match send_until(&senders[c], b, stop, end_instant, &mut waited, Some((due, live))) {
                     Sent::Yes => {
                         offered += readings;
-                        *offered_by_wall_second.entry(now_ms().div_euclid(1000)).or_default() += readings;
-                        for (sec, n) in batch_seconds.drain(..) {
-                            *offered_by_second.entry(sec).or_default() += n;
+                        {
+                            let mut seconds = live.seconds.lock().unwrap();
+                            *seconds.by_wall.entry(now_ms().div_euclid(1000)).or_default() += readings;
+                            for (sec, n) in batch_seconds.drain(..) {
+                                *seconds.by_payload.entry(sec).or_default() += n;
+                            }
                         }
                         live.readings_offered.fetch_add(readings, Ordering::Relaxed);
                         if c == 0 {
@@ -393,6 +433,8 @@ pub fn produce(
         }
     }
 
+    let OfferedSeconds { by_payload: offered_by_second, by_wall: offered_by_wall_second } =
+        live.seconds.lock().unwrap().clone();
     Ok(ProducerReport {
         readings_scheduled: scheduled_in_share(spec.points, spec.interval, spec.duration, spec.share),
         readings_offered: offered,

@@ -221,6 +221,14 @@ pub struct WorkerFigures {
     pub clock_rtt_ms: Option<i64>,
     /// Lost mid-step, refused at the barrier, or could not offer its share.
     pub problem: Option<String>,
+    /// Lost and never back: its figures end at its last heartbeat, this
+    /// one (ms since the epoch); its seconds after it are missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_from_ms: Option<i64>,
+    /// Lost, then back with its result after the load: readings it offered
+    /// after it was counted lost (counted in its offered and the step's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_late: Option<u64>,
 }
 
 impl StepResult {

@@ -49,6 +49,14 @@ pub fn hand_worker(index: u32, extra: &[&str]) -> HandWorker {
     HandWorker { url: url.to_string(), base: base.to_string(), child }
 }
 
+impl HandWorker {
+    /// Send the worker's process a signal (`KILL`, `STOP`, `CONT`).
+    fn signal(&self, sig: &str) {
+        let k = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).output().unwrap();
+        assert!(k.status.success(), "kill -{sig}: {}", stderr(&k));
+    }
+}
+
 pub fn urls(ws: &[HandWorker]) -> String {
     ws.iter().map(|w| w.url.clone()).collect::<Vec<_>>().join(",")
 }
@@ -479,4 +487,129 @@ fn same_acked(x: &serde_json::Value, y: &serde_json::Value) {
         n(x, "acked"),
         n(y, "acked")
     );
+}
+
+/// A step of three hand-started workers, `on_soak` called once its soak
+/// starts; the step's result, the run's log and its report.
+fn three_workers_and(soak: &str, on_soak: impl FnOnce(&[HandWorker])) -> (serde_json::Value, String, String) {
+    let ws: Vec<HandWorker> = (0..3).map(|i| hand_worker(i, &[])).collect();
+    let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let list = urls(&ws);
+    let args =
+        ["--steps", "1k", "--interval", "5s", "--soak", soak, "--probes", "none", "--workers", &list, "--report"];
+    let mut on_soak = Some(on_soak);
+    let (_, err) = run_watched(&ladder_args(dir.path(), &args), |_, line| {
+        if line.contains("phase: soak") {
+            if let Some(f) = on_soak.take() {
+                f(&ws)
+            }
+        }
+    });
+    assert!(on_soak.is_none(), "the soak never started: {err}");
+    let reports = dir.path().join("results");
+    let md = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("report.md"))
+        .find(|p| p.exists())
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap_or_else(|| panic!("no report in {}: {err}", reports.display()));
+    let r = crate::ladder::Run { out: Command::new("true").output().unwrap(), dir }.result();
+    (step0(&r).clone(), err, md)
+}
+
+/// What every distributed step's figures must satisfy, lost workers or
+/// not: the step's totals are its workers' sums, offered + not offered is
+/// scheduled (per worker and in total), and the per-second series add up
+/// to the totals.
+fn adds_up(s: &serde_json::Value, err: &str) {
+    let g = &s["generator"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {v} in {g}\n{err}"));
+    let ws = s["workers"].as_array().unwrap();
+    for k in ["scheduled", "offered", "acked"] {
+        let sum: u64 = ws.iter().map(|w| n(&w[k])).sum();
+        assert_eq!(sum, n(&g[k]), "{k}: the step's total is its workers' sum: {ws:?}\n{g}");
+    }
+    assert_eq!(n(&g["offered"]) + n(&g["not_offered"]), n(&g["scheduled"]), "{g}");
+    assert!(ws.iter().all(|w| n(&w["offered"]) <= n(&w["scheduled"])), "{ws:?}");
+    let sum = |k: &str| -> u64 { s["series"][k].as_array().unwrap().iter().map(n).sum() };
+    assert_eq!(sum("offered"), n(&g["offered"]), "offered per second adds up to the total: {}", s["series"]["offered"]);
+    assert_eq!(sum("acked"), n(&g["acked"]), "acked per second adds up to the total: {}", s["series"]["acked"]);
+}
+
+/// A hand-started worker killed (SIGKILL) four seconds into the soak: the
+/// step is inconclusive and names it, and its seconds up to its last
+/// heartbeat stay in the step's figures: the offered series keeps the
+/// whole rate until then (it showed two thirds of it from the start), the
+/// totals hold what it offered and had acknowledged, and only what it
+/// offered after its last heartbeat (a second or two of its share) is
+/// stored without a known ack.
+#[test]
+fn a_killed_worker_still_counts_up_to_its_last_heartbeat_and_says_from_when_it_is_missing() {
+    let (s, err, report) = three_workers_and("14s", |ws| {
+        std::thread::sleep(Duration::from_secs(4));
+        ws[1].signal("KILL");
+    });
+    assert_eq!(s["status"], "inconclusive", "{}\n{err}", reasons(&s));
+    assert!(reasons(&s).contains("worker 2 of 3") && reasons(&s).contains("lost mid-step"), "{}", reasons(&s));
+    adds_up(&s, &err);
+    let w = &s["workers"][1];
+    assert!(w["offered"].as_u64().unwrap() > 0 && w["acked"].as_u64().unwrap() > 0, "{w}");
+    let missing_ms = w["missing_from_ms"].as_i64().unwrap_or_else(|| panic!("no missing-from time: {w}"));
+    // Offered per wall-clock second, running total from the soak's start
+    // to the second before the worker went missing: the whole target rate
+    // (a lost worker's seconds dropped fall a third behind each second).
+    let series = &s["series"];
+    let start = series["start_unix_s"].as_i64().unwrap();
+    let from = series["soak_from_s"].as_f64().unwrap().ceil() as usize;
+    let to = (missing_ms / 1000 - start) as usize;
+    assert!(to >= from + 3, "at least three whole seconds before the kill: {from}..{to}");
+    let target = s["target_rps"].as_f64().unwrap();
+    let offered: Vec<u64> = series["offered"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let mut sum = 0.0;
+    for (k, o) in offered[from..to].iter().enumerate() {
+        sum += *o as f64;
+        assert!(
+            (sum - (k + 1) as f64 * target).abs() <= target * 0.5 + 5.0,
+            "offered per second {offered:?} vs {target}/s up to second {to}"
+        );
+    }
+    // What it offered after its last heartbeat is stored with no ack
+    // known: no more than three seconds of its share.
+    let beyond = s["ingest"]["stored_beyond_acked"].as_u64().unwrap();
+    assert!(beyond as f64 <= 3.0 * target / 3.0, "{beyond} stored beyond acked: {}", s["ingest"]);
+    assert!(report.contains("its seconds after that are missing"), "{report}");
+}
+
+/// A hand-started worker frozen (SIGSTOP) for six seconds mid-soak, then
+/// thawed: counted lost at three seconds of silence, it stops its own
+/// load on waking (it sent its whole share in a burst, which was stored
+/// while the step called it not offered), and its result, fetched after
+/// the load, counts what it offered after it was lost: every stored
+/// reading was offered and acknowledged.
+#[test]
+fn a_frozen_then_thawed_worker_stops_itself_and_what_it_offered_late_is_counted() {
+    let (s, err, report) = three_workers_and("14s", |ws| {
+        std::thread::sleep(Duration::from_secs(2));
+        ws[1].signal("STOP");
+        let pid = ws[1].child.id();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(6));
+            let _ = Command::new("kill").args(["-CONT", &pid.to_string()]).output();
+        });
+    });
+    assert_eq!(s["status"], "inconclusive", "{}\n{err}", reasons(&s));
+    assert!(reasons(&s).contains("worker 2 of 3") && reasons(&s).contains("came back"), "{}", reasons(&s));
+    adds_up(&s, &err);
+    let w = &s["workers"][1];
+    assert!(w["offered_late"].is_u64(), "what it offered after it was lost: {w}");
+    assert!(w["missing_from_ms"].is_null(), "it came back with its figures: {w}");
+    // It stopped: about eight of its fourteen seconds (and the warm-up's)
+    // are not offered, not sent in a burst on waking.
+    let (sch, off) = (w["scheduled"].as_u64().unwrap(), w["offered"].as_u64().unwrap());
+    assert!(off < sch * 3 / 4, "the frozen worker stopped its load: {off} of {sch} offered: {w}");
+    let i = &s["ingest"];
+    assert_eq!(i["stored_beyond_acked"].as_u64(), Some(0), "every stored reading was offered and acked: {i}");
+    assert_eq!(i["stored"], i["acked"], "{i}");
+    assert!(report.contains("readings offered after it was lost, counted"), "{report}");
 }

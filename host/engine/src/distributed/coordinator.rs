@@ -52,6 +52,53 @@ struct Seen {
     refused: Option<String>,
     final_: Option<wire::Final>,
     scheduled: u64,
+    /// Its per-second figures as its heartbeats carried them, and the
+    /// number of the last heartbeat heard.
+    seconds: wire::Seconds,
+    seq: u64,
+    /// When its last heartbeat arrived (ms since the epoch).
+    last_ok_ms: Option<i64>,
+    /// Lost: its figures end at its last heartbeat, this one (ms since the
+    /// epoch), and what it had offered by then.
+    missing_from_ms: Option<i64>,
+    offered_at_loss: Option<u64>,
+}
+
+impl Seen {
+    /// Count the worker lost, for `why`: its figures are those of its last
+    /// heartbeat from here on, unless it comes back with its result.
+    fn lose(&mut self, why: String) {
+        tracing::warn!("  {why}");
+        self.lost = Some(why);
+        self.missing_from_ms = self.last_ok_ms;
+        self.offered_at_loss = Some(self.seconds.offered());
+    }
+
+    /// Lost, and came back with its result after the load.
+    fn came_back(&self) -> bool {
+        self.lost.is_some() && self.final_.is_some()
+    }
+
+    /// Readings it offered after it was counted lost (it came back).
+    fn offered_late(&self) -> Option<u64> {
+        let f = self.final_.as_ref().filter(|_| self.lost.is_some())?;
+        Some(f.report.readings_offered.saturating_sub(self.offered_at_loss.unwrap_or(0)))
+    }
+
+    /// Its acknowledgements as its heartbeats told them (a worker lost and
+    /// never back): the per-second maps and their totals, nothing else.
+    fn heard_counts(&self) -> AckCounts {
+        let s = &self.seconds;
+        AckCounts {
+            readings_acked: s.acked(),
+            readings_rejected: s.refused(),
+            acked_by_second: s.acked_by_second.clone(),
+            acked_by_arrival_second: s.acked_by_arrival_second.clone(),
+            refused_by_second: s.refused_by_second.clone(),
+            refused_by_arrival_second: s.refused_by_arrival_second.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// The workers of a run.
@@ -385,8 +432,10 @@ impl Workers {
                 Share::Shard { index: w.index, count: n as u32 },
             );
             s.last_ok = Some(Instant::now());
+            s.last_ok_ms = Some(crate::clock::now_ms());
             if let Err(e) = a {
-                s.lost = Some(format!("{}: lost at the start of the load: {e}", w.name(n)));
+                s.lose(format!("{}: lost at the start of the load: {e}", w.name(n)));
+                self.stop_one(w);
             }
         }
     }
@@ -401,12 +450,13 @@ impl Workers {
             if stop.load(Ordering::Relaxed) {
                 self.stop_all();
             }
+            let since: Vec<u64> = self.seen.lock().unwrap().iter().map(|s| s.seq).collect();
             let answers = each(&self.list, |w| {
                 call::<wire::Status>(
                     &self.agent,
                     &w.token,
                     "GET",
-                    &format!("{}/v1/status", w.url),
+                    &format!("{}/v1/status?since={}", w.url, since[w.index as usize]),
                     None,
                     Duration::from_secs(1),
                 )
@@ -424,35 +474,47 @@ impl Workers {
                     match a {
                         Ok((_, Some(st))) => {
                             s.last_ok = Some(Instant::now());
+                            s.last_ok_ms = Some(crate::clock::now_ms());
+                            s.seconds.apply(&st.seconds);
+                            s.seq = st.seq;
                             let (o, a, r) = counted[i];
                             live.readings_offered.fetch_add(st.offered.saturating_sub(o), Ordering::Relaxed);
                             acks.readings_acked.fetch_add(st.acked.saturating_sub(a), Ordering::Relaxed);
                             acks.readings_refused.fetch_add(st.refused.saturating_sub(r), Ordering::Relaxed);
                             counted[i] = (st.offered.max(o), st.acked.max(a), st.refused.max(r));
                             behind = behind.max(st.behind_ms);
-                            match st.state {
-                                State::Running => running += 1,
-                                State::Failed => {
-                                    s.lost = Some(format!(
-                                        "{}: failed mid-step: {}",
-                                        w.name(n),
-                                        st.error.clone().unwrap_or_else(|| "no reason given".into())
-                                    ))
-                                }
-                                _ => {}
+                            let failed = (st.state == State::Failed).then(|| {
+                                format!(
+                                    "{}: failed mid-step: {}",
+                                    w.name(n),
+                                    st.error.clone().unwrap_or_else(|| "no reason given".into())
+                                )
+                            });
+                            let off_leash = st.off_leash.then(|| {
+                                format!(
+                                    "{}: lost mid-step: it stopped its load after {} s without a heartbeat call (frozen, or cut off from the coordinator); the other workers' figures are kept",
+                                    w.name(n),
+                                    wire::HEARTBEAT_LOST.as_secs()
+                                )
+                            });
+                            if st.state == State::Running && off_leash.is_none() {
+                                running += 1;
                             }
                             s.last = Some(st);
+                            if let Some(why) = failed.or(off_leash) {
+                                s.lose(why);
+                            }
                         }
                         Ok((_, None)) | Err(_) => {
                             let silent = s.last_ok.map_or(Duration::MAX, |t| t.elapsed());
                             if silent >= wire::HEARTBEAT_LOST {
                                 let why = a.err().unwrap_or_else(|| "no answer".into());
-                                s.lost = Some(format!(
+                                s.lose(format!(
                                     "{}: lost mid-step: no heartbeat for {} s (last: {why}); the other workers' figures are kept",
                                     w.name(n),
                                     silent.as_secs()
                                 ));
-                                tracing::warn!("  {}", s.lost.as_ref().unwrap());
+                                self.stop_one(w);
                             } else {
                                 running += 1;
                             }
@@ -466,6 +528,16 @@ impl Workers {
             }
             std::thread::sleep(Duration::from_secs(1));
         }
+    }
+
+    /// Tell a lost worker to stop its load, without waiting: it may never
+    /// answer (its producer also stops itself, [`wire::HEARTBEAT_LOST`]
+    /// after the last call it heard).
+    fn stop_one(&self, w: &Worker) {
+        let (agent, token, url) = (self.agent.clone(), w.token.clone(), format!("{}/v1/stop", w.url));
+        std::thread::spawn(move || {
+            let _ = call::<String>(&agent, &token, "POST", &url, None, Duration::from_secs(2));
+        });
     }
 
     /// Tell every worker to stop its load (Ctrl-C, live-safety).
@@ -483,30 +555,35 @@ impl Workers {
     }
 
     /// Each worker's figures once it drained, waiting up to `wait`; a
-    /// worker with none by then is lost. The counts of those that answered.
+    /// worker with none by then is lost. A worker lost mid-step is asked
+    /// too, in case it came back (frozen, then thawed): its result counts
+    /// what it offered late; one that does not answer three times in a row
+    /// has gone, and its heartbeats' figures stand for it. The counts of
+    /// every worker but those refused at the barrier.
     pub fn collect(&self, wait: Duration) -> Vec<AckCounts> {
         let n = self.len();
-        let skip: Vec<bool> =
-            self.seen.lock().unwrap().iter().map(|s| s.lost.is_some() || s.refused.is_some()).collect();
+        let (refused, lost): (Vec<bool>, Vec<bool>) =
+            self.seen.lock().unwrap().iter().map(|s| (s.refused.is_some(), s.lost.is_some())).unzip();
         let finals = each(&self.list, |w| {
-            if skip[w.index as usize] {
+            let i = w.index as usize;
+            if refused[i] {
                 return None;
             }
             let deadline = Instant::now() + wait;
+            let mut unanswered = 0;
             loop {
-                match call::<wire::Final>(
-                    &self.agent,
-                    &w.token,
-                    "GET",
-                    &format!("{}/v1/result", w.url),
-                    None,
-                    Duration::from_secs(30),
-                ) {
+                let timeout = if lost[i] { Duration::from_secs(2) } else { Duration::from_secs(30) };
+                let r =
+                    call::<wire::Final>(&self.agent, &w.token, "GET", &format!("{}/v1/result", w.url), None, timeout);
+                unanswered = if r.is_err() { unanswered + 1 } else { 0 };
+                match r {
                     Ok((_, Some(f))) => return Some(Ok(f)),
-                    Ok((_, None)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(250)),
-                    Err(e) if Instant::now() >= deadline => return Some(Err(e)),
-                    Err(_) => std::thread::sleep(Duration::from_millis(250)),
+                    Err(e) if Instant::now() >= deadline || (lost[i] && unanswered >= 3) => return Some(Err(e)),
+                    Ok((_, None)) | Err(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(250))
+                    }
                     Ok(_) => return Some(Err(format!("no result {} s after the load", wait.as_secs()))),
+                    Err(e) => return Some(Err(e)),
                 }
             }
         });
@@ -519,7 +596,11 @@ impl Workers {
                     out.push(f.counts.clone());
                     s.final_ = Some(f);
                 }
-                Some(Err(e)) => s.lost = Some(format!("{}: lost after the load: {e}", w.name(n))),
+                Some(Err(_)) if s.lost.is_some() => out.push(s.heard_counts()),
+                Some(Err(e)) => {
+                    s.lose(format!("{}: lost after the load: {e}", w.name(n)));
+                    out.push(s.heard_counts());
+                }
                 None => {}
             }
         }
@@ -534,14 +615,28 @@ impl Workers {
         for s in seen.iter() {
             match &s.final_ {
                 Some(f) => {
+                    let early = r.stopped_early;
                     r.add_side_by_side(&f.report);
+                    if s.lost.is_some() {
+                        // It stopped because it was lost: that is the
+                        // step's reason, not a transport that closed.
+                        r.stopped_early = early;
+                    }
                     cpu += f.cpu_s;
                 }
                 None => {
                     // Lost or refused: its share was scheduled; what it
-                    // offered is what its last heartbeat said.
+                    // offered is what its heartbeats said, second by second.
                     r.readings_scheduled += s.scheduled;
-                    r.readings_offered += s.last.as_ref().map_or(0, |l| l.offered);
+                    r.readings_offered += s.seconds.offered();
+                    for (into, from) in [
+                        (&mut r.offered_by_second, &s.seconds.offered_by_second),
+                        (&mut r.offered_by_wall_second, &s.seconds.offered_by_wall_second),
+                    ] {
+                        for (sec, k) in from {
+                            *into.entry(*sec).or_default() += k;
+                        }
+                    }
                 }
             }
         }
@@ -557,7 +652,13 @@ impl Workers {
         let mut bound = Vec::new();
         for (w, s) in self.list.iter().zip(seen.iter()) {
             if let Some(r) = s.refused.as_ref().or(s.lost.as_ref()) {
-                unjudged.push(r.clone());
+                let mut why = r.clone();
+                if let Some(late) = s.offered_late() {
+                    why.push_str(&format!(
+                        "; it came back after the load and reported {late} readings offered after it was counted lost, counted with its figures"
+                    ));
+                }
+                unjudged.push(why);
             } else if let Some(f) = &s.final_ {
                 let (sch, off) = (f.report.readings_scheduled, f.report.readings_offered);
                 let ratio = if sch == 0 { 1.0 } else { off as f64 / sch as f64 };
@@ -588,18 +689,10 @@ impl Workers {
                 worker: w.index + 1,
                 url: w.url.clone(),
                 scheduled: s.final_.as_ref().map_or(s.scheduled, |f| f.report.readings_scheduled),
-                offered: s
-                    .final_
-                    .as_ref()
-                    .map(|f| f.report.readings_offered)
-                    .or(s.last.as_ref().map(|l| l.offered))
-                    .unwrap_or(0),
-                acked: s
-                    .final_
-                    .as_ref()
-                    .map(|f| f.counts.readings_acked)
-                    .or(s.last.as_ref().map(|l| l.acked))
-                    .unwrap_or(0),
+                offered: s.final_.as_ref().map_or_else(|| s.seconds.offered(), |f| f.report.readings_offered),
+                acked: s.final_.as_ref().map_or_else(|| s.seconds.acked(), |f| f.counts.readings_acked),
+                missing_from_ms: s.missing_from_ms.filter(|_| !s.came_back()),
+                offered_late: s.offered_late(),
                 cpu_s: s.final_.as_ref().map(|f| f.cpu_s),
                 behind_schedule_max_s: s.final_.as_ref().map(|f| f.report.behind_max_s),
                 clock_offset_ms: s.offset_ms,

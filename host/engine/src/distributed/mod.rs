@@ -26,6 +26,18 @@ mod tests {
     /// What one producer offers with the built-in plant-shaped model and
     /// baler adapter: (address, payload, readings) of every message.
     fn offered(points: u32, start_ms: i64, share: Share) -> Vec<(String, Vec<u8>, Carries)> {
+        let (r, out) = offered_with(points, start_ms, share, &ProducerLive::default());
+        assert_eq!(r.readings_offered, r.readings_scheduled);
+        out
+    }
+
+    /// The same with the producer's live view given (a worker's leash).
+    fn offered_with(
+        points: u32,
+        start_ms: i64,
+        share: Share,
+        live: &ProducerLive,
+    ) -> (loadgen::ProducerReport, Vec<(String, Vec<u8>, Carries)>) {
         let limits = crate::catalog::PluginLimits {
             call_timeout_ms: 30_000,
             memory_mb: 256,
@@ -61,15 +73,55 @@ mod tests {
             share,
             canaries: false,
         };
-        let r =
-            loadgen::produce(&mut plugins, &spec, &addresses, &[tx], &ProducerLive::default(), &AtomicBool::new(false))
-                .unwrap();
-        assert_eq!(r.readings_offered, r.readings_scheduled);
+        let r = loadgen::produce(&mut plugins, &spec, &addresses, &[tx], live, &AtomicBool::new(false)).unwrap();
         let mut out = Vec::new();
         while let Ok(batch) = rx.try_recv() {
             out.extend(batch.into_iter().map(|m| (m.address.to_string(), m.payload.to_vec(), m.carries)));
         }
-        out
+        (r, out)
+    }
+
+    /// A worker's producer on a leash: held while its coordinator calls,
+    /// it offers its whole share; once the calls stop for the leash's
+    /// length it stops at the next slot (a frozen worker, thawed, finds
+    /// its leash run out and sends nothing more), and says so.
+    #[test]
+    fn a_producer_stops_itself_when_its_leash_runs_out() {
+        use std::sync::atomic::{AtomicI64, Ordering};
+        let start_ms = loadgen::start_ms_after(crate::clock::now_ms() + 500);
+        let leashed = |contact: &Arc<AtomicI64>| ProducerLive {
+            leash: Some(loadgen::Leash { contact_ns: contact.clone(), silence: Duration::from_millis(600) }),
+            ..Default::default()
+        };
+        // Called every 100 ms until 1 s into the 2 s load, then silent.
+        let contact = Arc::new(AtomicI64::new(crate::clock::now_ns()));
+        let calls = contact.clone();
+        let caller = std::thread::spawn(move || {
+            while crate::clock::now_ms() < start_ms + 1000 {
+                calls.store(crate::clock::now_ns(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let live = leashed(&contact);
+        let (r, _) = offered_with(600, start_ms, Share::All, &live);
+        caller.join().unwrap();
+        assert!(live.off_leash.load(Ordering::Relaxed) && r.stopped_early, "{r:?}");
+        // Offered through the calls and the leash's 600 ms after them, not past.
+        assert!(
+            r.readings_offered >= 600 && r.readings_offered < r.readings_scheduled,
+            "{} of {} offered",
+            r.readings_offered,
+            r.readings_scheduled
+        );
+        let last_offer = *r.offered_by_wall_second.keys().next_back().unwrap();
+        assert!(last_offer <= (start_ms + 1000 + 600) / 1000, "{:?}", r.offered_by_wall_second);
+        // A leash already run out when the load starts (thawed late): nothing.
+        let stale = Arc::new(AtomicI64::new(crate::clock::now_ns() - 5_000_000_000));
+        let live = leashed(&stale);
+        let start_ms = loadgen::start_ms_after(crate::clock::now_ms() + 200);
+        let (r, out) = offered_with(600, start_ms, Share::All, &live);
+        assert_eq!((r.readings_offered, out.len()), (0, 0), "{r:?}");
+        assert!(live.off_leash.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -8,15 +8,19 @@
 //! | `POST /v1/init` | [`Init`] | [`Ready`]: plugins loaded, transport reachable |
 //! | `POST /v1/prepare` | [`Prepare`] | [`Ready`]: the step's points known, connections open |
 //! | `POST /v1/start` | [`Start`] | [`Ready`]: load scheduled from `start_ms` |
-//! | `GET /v1/status` | | [`Status`] (the heartbeat, once a second) |
+//! | `GET /v1/status?since=SEQ` | | [`Status`] (the heartbeat, once a second; its per-second figures changed since heartbeat `SEQ`, or all of them) |
 //! | `GET /v1/result` | | [`Final`] once the step drained (202 before) |
 //! | `POST /v1/stop` | | stops any load |
 //!
 //! Every call but `GET /v1/health` carries `Authorization: Bearer TOKEN`
 //! ([`super::token`]); without it a worker answers 401 with [`Failure`].
 //! Errors answer 4xx/5xx with [`Failure`]. A worker that hears nothing from
-//! its coordinator for [`COORDINATOR_SILENCE`] stops its load.
+//! its coordinator for [`COORDINATOR_SILENCE`] stops its load; a running
+//! producer stops itself sooner, at [`HEARTBEAT_LOST`] without a call, the
+//! silence after which the coordinator counts the worker lost (so a worker
+//! frozen and thawed never sends a burst the step no longer expects).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -178,6 +182,101 @@ pub struct Status {
     /// `--metrics-listen` adds every worker's).
     #[serde(default)]
     pub latency: Option<crate::live_metrics::LatencyBuckets>,
+    /// This heartbeat's number in the step (1, 2, …): the next call's
+    /// `since`, so the next answer carries only the seconds that changed.
+    #[serde(default)]
+    pub seq: u64,
+    /// The step's per-second figures so far: the seconds that changed since
+    /// heartbeat `since` (their whole values), or every second when the
+    /// worker no longer holds that heartbeat. A coordinator keeps them, so
+    /// a worker lost mid-step still counts up to its last heartbeat.
+    #[serde(default)]
+    pub seconds: Seconds,
+    /// The producer stopped itself: no call from the coordinator for
+    /// [`HEARTBEAT_LOST`].
+    #[serde(default)]
+    pub off_leash: bool,
+}
+
+/// A worker's per-second figures, each a map from Unix second to readings:
+/// what a step's series and outcomes are built from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Seconds {
+    /// Offered, by second of payload ts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub offered_by_second: BTreeMap<i64, u64>,
+    /// Offered, by wall-clock second of hand-over.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub offered_by_wall_second: BTreeMap<i64, u64>,
+    /// Acknowledged, by second of payload ts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub acked_by_second: BTreeMap<i64, u64>,
+    /// Acknowledged, by wall-clock second the ack arrived.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub acked_by_arrival_second: BTreeMap<i64, u64>,
+    /// Refused, by second of payload ts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_by_second: BTreeMap<i64, u64>,
+    /// Refused, by wall-clock second the answer arrived.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_by_arrival_second: BTreeMap<i64, u64>,
+}
+
+impl Seconds {
+    fn maps(&self) -> [&BTreeMap<i64, u64>; 6] {
+        [
+            &self.offered_by_second,
+            &self.offered_by_wall_second,
+            &self.acked_by_second,
+            &self.acked_by_arrival_second,
+            &self.refused_by_second,
+            &self.refused_by_arrival_second,
+        ]
+    }
+
+    fn maps_mut(&mut self) -> [&mut BTreeMap<i64, u64>; 6] {
+        [
+            &mut self.offered_by_second,
+            &mut self.offered_by_wall_second,
+            &mut self.acked_by_second,
+            &mut self.acked_by_arrival_second,
+            &mut self.refused_by_second,
+            &mut self.refused_by_arrival_second,
+        ]
+    }
+
+    /// The seconds whose value differs from `before`'s (every value only
+    /// grows, and no second goes away).
+    pub fn changed_since(&self, before: &Seconds) -> Seconds {
+        let mut out = Seconds::default();
+        for ((now, was), into) in self.maps().into_iter().zip(before.maps()).zip(out.maps_mut()) {
+            for (s, v) in now {
+                if was.get(s) != Some(v) {
+                    into.insert(*s, *v);
+                }
+            }
+        }
+        out
+    }
+
+    /// Take the values `newer` carries (whole values, not increments).
+    pub fn apply(&mut self, newer: &Seconds) {
+        for (into, from) in self.maps_mut().into_iter().zip(newer.maps()) {
+            into.extend(from.iter().map(|(s, v)| (*s, *v)));
+        }
+    }
+
+    pub fn offered(&self) -> u64 {
+        self.offered_by_second.values().sum()
+    }
+
+    pub fn acked(&self) -> u64 {
+        self.acked_by_second.values().sum()
+    }
+
+    pub fn refused(&self) -> u64 {
+        self.refused_by_second.values().sum()
+    }
 }
 
 /// A worker's figures for one step, once drained.

@@ -12,7 +12,7 @@
 //! falls silent for [`wire::COORDINATOR_SILENCE`] stops its load.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,45 @@ struct Step {
     conns: Vec<Arc<Mutex<crate::transport::AckCounts>>>,
     stop: Arc<AtomicBool>,
     final_: Option<wire::Final>,
+    /// The last heartbeat's number and the per-second figures it carried.
+    seq: u64,
+    sent: wire::Seconds,
+}
+
+impl Step {
+    /// The step's per-second figures now: the producer's offers, the
+    /// connections' acks and refusals.
+    fn seconds(&self) -> wire::Seconds {
+        let offered = self.live.seconds.lock().unwrap().clone();
+        let mut s = wire::Seconds {
+            offered_by_second: offered.by_payload,
+            offered_by_wall_second: offered.by_wall,
+            ..Default::default()
+        };
+        for c in &self.conns {
+            let c = c.lock().unwrap();
+            let add = |into: &mut std::collections::BTreeMap<i64, u64>, from: &std::collections::BTreeMap<i64, u64>| {
+                for (k, v) in from {
+                    *into.entry(*k).or_default() += v;
+                }
+            };
+            add(&mut s.acked_by_second, &c.acked_by_second);
+            add(&mut s.acked_by_arrival_second, &c.acked_by_arrival_second);
+            add(&mut s.refused_by_second, &c.refused_by_second);
+            add(&mut s.refused_by_arrival_second, &c.refused_by_arrival_second);
+        }
+        s
+    }
+
+    /// The next heartbeat's per-second figures: what changed since heartbeat
+    /// `since` if that was the last one sent, else all of them.
+    fn heartbeat_seconds(&mut self, since: Option<u64>) -> (u64, wire::Seconds) {
+        let now = self.seconds();
+        let out = if since == Some(self.seq) && self.seq > 0 { now.changed_since(&self.sent) } else { now.clone() };
+        self.seq += 1;
+        self.sent = now;
+        (self.seq, out)
+    }
 }
 
 struct Worker {
@@ -81,6 +120,8 @@ struct Worker {
     step: Mutex<Step>,
     error: Mutex<Option<String>>,
     last_contact: Mutex<Instant>,
+    /// The same, as [`crate::clock::now_ns`]: the running producer's leash.
+    contact_ns: Arc<AtomicI64>,
     /// `--metrics-listen`: this worker's own live figures.
     metrics: Option<Arc<LiveMetrics>>,
 }
@@ -134,6 +175,7 @@ fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
 impl Worker {
     fn touch(&self) {
         *self.last_contact.lock().unwrap() = Instant::now();
+        self.contact_ns.store(crate::clock::now_ns(), Ordering::Relaxed);
     }
     fn set(&self, s: State) {
         *self.state.lock().unwrap() = s;
@@ -334,29 +376,20 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
         canaries: false,
     };
     transport.live().soak_from_ms.store(req.start_ms + req.warmup_ms as i64, Ordering::Relaxed);
+    // The producer stops itself when its coordinator falls silent for as
+    // long as the coordinator takes to count this worker lost.
+    let leash = loadgen::Leash { contact_ns: w.contact_ns.clone(), silence: wire::HEARTBEAT_LOST };
     let step = Step {
-        live: Arc::new(ProducerLive::default()),
+        live: Arc::new(ProducerLive { leash: Some(leash), ..Default::default() }),
         acks: Some(transport.live().clone()),
         conns: transport.pool().conns.iter().map(|c| c.counts.clone()).collect(),
         stop: Arc::new(AtomicBool::new(false)),
         final_: None,
+        seq: 0,
+        sent: wire::Seconds::default(),
     };
     if let Some(m) = &w.metrics {
-        m.step_started(req.points);
-        m.phase(if req.warmup_ms > 0 { Phase::WarmUp } else { Phase::Soak });
-        m.load_started(LoadSources {
-            producer: step.live.clone(),
-            transport: transport.live().clone(),
-            connections: step.conns.clone(),
-            more_latency: None,
-        });
-        // The soak starts at the schedule's start plus the warm-up.
-        let (m, points) = (m.clone(), req.points);
-        let soak_in = (req.start_ms + req.warmup_ms as i64 - crate::clock::now_ms()).max(0) as u64;
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(soak_in)).await;
-            m.phase_of(points, Phase::Soak);
-        });
+        metrics_step_started(m, &req, &step, transport.live());
     }
     let (live, stop) = (step.live.clone(), step.stop.clone());
     *w.step.lock().unwrap() = step;
@@ -385,6 +418,12 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
             }
         };
         w2.set(State::Draining);
+        if w2.step.lock().unwrap().live.off_leash.load(Ordering::Relaxed) {
+            tracing::warn!(
+                "worker: no call from the coordinator for {} s; the load stopped (the coordinator counts this worker lost)",
+                wire::HEARTBEAT_LOST.as_secs()
+            );
+        }
         if let Some(m) = &w2.metrics {
             m.phase(Phase::Drain);
         }
@@ -415,11 +454,36 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
     w.ready(format!("load from {}", crate::clock::format_utc(req.start_ms)))
 }
 
-async fn status(w: Arc<Worker>) -> Response {
+/// `since=SEQ` from a status call's query.
+fn since(query: Option<&str>) -> Option<u64> {
+    query?.split('&').find_map(|kv| kv.strip_prefix("since=")).and_then(|v| v.parse().ok())
+}
+
+/// `--metrics-listen`: the step's load from now, its soak from the
+/// schedule's start plus the warm-up.
+fn metrics_step_started(m: &Arc<LiveMetrics>, req: &wire::Start, step: &Step, acks: &Arc<Live>) {
+    m.step_started(req.points);
+    m.phase(if req.warmup_ms > 0 { Phase::WarmUp } else { Phase::Soak });
+    m.load_started(LoadSources {
+        producer: step.live.clone(),
+        transport: acks.clone(),
+        connections: step.conns.clone(),
+        more_latency: None,
+    });
+    let (m, points) = (m.clone(), req.points);
+    let soak_in = (req.start_ms + req.warmup_ms as i64 - crate::clock::now_ms()).max(0) as u64;
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(soak_in)).await;
+        m.phase_of(points, Phase::Soak);
+    });
+}
+
+async fn status(w: Arc<Worker>, query: Option<String>) -> Response {
     w.touch();
     let state = *w.state.lock().unwrap();
-    let step = w.step.lock().unwrap();
+    let mut step = w.step.lock().unwrap();
     let index = w.loaded.lock().unwrap().as_ref().map(|l| l.index).or(w.index).unwrap_or(0);
+    let (seq, seconds) = step.heartbeat_seconds(since(query.as_deref()));
     json(&wire::Status {
         index,
         state,
@@ -431,6 +495,9 @@ async fn status(w: Arc<Worker>) -> Response {
         error: w.error.lock().unwrap().clone(),
         refused: step.acks.as_ref().map_or(0, |a| a.readings_refused.load(Ordering::Relaxed)),
         latency: Some(LatencyBuckets::of_connections(&step.conns)),
+        seq,
+        seconds,
+        off_leash: step.live.off_leash.load(Ordering::Relaxed),
     })
 }
 
@@ -487,6 +554,7 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
         step: Mutex::new(Step::default()),
         error: Mutex::new(None),
         last_contact: Mutex::new(Instant::now()),
+        contact_ns: Arc::new(AtomicI64::new(crate::clock::now_ns())),
         metrics: opts.metrics_listen.map(|_| LiveMetrics::new("")),
     });
     if let (Some(addr), Some(m)) = (opts.metrics_listen, &w.metrics) {
@@ -513,7 +581,10 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
         .route("/v1/init", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| init(w, b)))
         .route("/v1/prepare", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| prepare(w, b)))
         .route("/v1/start", post(|AxState(w): AxState<Arc<Worker>>, b: Bytes| start(w, b)))
-        .route("/v1/status", get(|AxState(w): AxState<Arc<Worker>>| status(w)))
+        .route(
+            "/v1/status",
+            get(|AxState(w): AxState<Arc<Worker>>, axum::extract::RawQuery(q): axum::extract::RawQuery| status(w, q)),
+        )
         .route("/v1/result", get(|AxState(w): AxState<Arc<Worker>>| result(w)))
         .route("/v1/stop", post(|AxState(w): AxState<Arc<Worker>>| stop(w)))
         // Every route above takes its coordinator's token; health does not.
@@ -526,4 +597,46 @@ pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow:
     listening(addr);
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Heartbeats carry the seconds that changed since the last one the
+    /// coordinator heard (whole values), everything when it missed one; a
+    /// coordinator applying them holds exactly the worker's figures.
+    #[test]
+    fn heartbeats_carry_the_changed_seconds_and_add_up_to_the_workers_figures() {
+        let conn = Arc::new(Mutex::new(crate::transport::AckCounts::default()));
+        let mut step = Step { conns: vec![conn.clone()], ..Default::default() };
+        let offer = |step: &Step, sec: i64, n: u64| {
+            let mut s = step.live.seconds.lock().unwrap();
+            *s.by_payload.entry(sec).or_default() += n;
+            *s.by_wall.entry(sec).or_default() += n;
+        };
+        let mut held = wire::Seconds::default();
+        offer(&step, 100, 50);
+        conn.lock().unwrap().acked_by_second.insert(100, 20);
+        let (seq, first) = step.heartbeat_seconds(Some(0));
+        assert_eq!((seq, first.offered(), first.acked()), (1, 50, 20));
+        held.apply(&first);
+        // Second 100's acks grow late, second 101 is new: both travel, whole.
+        offer(&step, 101, 50);
+        conn.lock().unwrap().acked_by_second.insert(100, 50);
+        let (seq, second) = step.heartbeat_seconds(Some(seq));
+        assert_eq!(second.offered_by_second, [(101, 50)].into());
+        assert_eq!(second.acked_by_second, [(100, 50)].into());
+        held.apply(&second);
+        // A heartbeat the coordinator never heard: the next is whole.
+        offer(&step, 102, 50);
+        let (_, unheard) = step.heartbeat_seconds(Some(seq));
+        assert_eq!(unheard.offered_by_second.len(), 1);
+        offer(&step, 103, 50);
+        let (_, whole) = step.heartbeat_seconds(Some(seq));
+        assert_eq!(whole, step.seconds());
+        held.apply(&whole);
+        assert_eq!(held, step.seconds());
+        assert_eq!((held.offered(), held.acked()), (200, 50));
+    }
 }

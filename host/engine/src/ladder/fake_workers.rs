@@ -182,6 +182,7 @@ impl LoadSource for FakeWorkers {
                 clock_offset_ms: Some(0),
                 clock_rtt_ms: Some(0),
                 problem: None,
+                ..Default::default()
             })
             .collect();
         SourceNotes { figures, ..Default::default() }

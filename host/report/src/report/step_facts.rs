@@ -33,7 +33,7 @@ pub fn worker_rows(step: &StepResult) -> Option<Vec<Vec<String>>> {
                 w.cpu_s.map_or_else(nm, |c| format!("{c:.1}")),
                 w.behind_schedule_max_s.map_or_else(nm, |b| format!("{b:.2} s")),
                 w.clock_offset_ms.map_or_else(nm, |o| format!("{o} ms (±{} ms)", w.clock_rtt_ms.unwrap_or(0) / 2 + 1)),
-                w.problem.clone().unwrap_or_else(|| "-".into()),
+                problem(w),
             ]
         })
         .collect();
@@ -49,6 +49,22 @@ pub fn worker_rows(step: &StepResult) -> Option<Vec<Vec<String>>> {
         "-".into(),
     ]);
     Some(rows)
+}
+
+/// A worker's problem, with when its figures end (lost for good) or what
+/// it offered late (lost, then back).
+fn problem(w: &crate::results::WorkerFigures) -> String {
+    let mut p = w.problem.clone().unwrap_or_else(|| "-".into());
+    if let Some(ms) = w.missing_from_ms {
+        p.push_str(&format!(
+            " (its figures end at its last heartbeat, {}: its seconds after that are missing)",
+            scalebench_results::clock::format_utc(ms)
+        ));
+    }
+    if let Some(late) = w.offered_late {
+        p.push_str(&format!(" (back after the load: {} readings offered after it was lost, counted)", thousands(late)));
+    }
+    p
 }
 
 pub const LATENCY_HEADER: [&str; 7] = ["Ack latency", "Acks", "p50", "p90", "p99", "p99.9", "max"];
