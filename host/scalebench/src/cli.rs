@@ -629,6 +629,12 @@ pub struct RunPlugins {
     pub probes: Option<String>,
     #[arg(long, default_value = "{}")]
     pub probe_params: String,
+    /// Warm runs of each probe after its cold run; the median of the warm
+    /// runs is held to the budget (5, the original Baler scale-test plan's
+    /// "warm median"; 0 holds the cold run to it). Fewer let probes over a
+    /// long history finish inside a short soak.
+    #[arg(long, default_value_t = scalebench_engine::probes::DEFAULT_WARM_RUNS, value_name = "N")]
+    pub probe_warm_runs: usize,
     /// Probe budgets (default: ./budgets.json, else the built-in copy).
     #[arg(long)]
     pub budgets: Option<PathBuf>,

@@ -243,14 +243,17 @@ fn prefill_is_idempotent_resumable_exact_and_read_by_the_probes() {
     //    first (already stored: met and left alone), then probing under load.
     let run = run_ladder(&[
         // Probes over hours of history take seconds each, one after the
-        // other, six runs of each (latest-all alone took 30 s here): the
-        // soak must reach hour-1000's first run, or it has no rows.
+        // other from mid-soak (latest-all took 5 s a run here): the cold
+        // runs alone (six runs of each took a 90 s soak) reach hour-1000's
+        // first run within the soak's second half, or it has no rows.
+        "--probe-warm-runs",
+        "0",
         "--steps",
         "1k",
         "--interval",
         "5s",
         "--soak",
-        "90s",
+        "36s",
         "--run-dir",
         run_dir.to_str().unwrap(),
         "--base-port",

@@ -235,7 +235,7 @@ fn ladder_config(args: &RunArgs) -> anyhow::Result<LadderConfig> {
         target_params: plugins.target_params.clone(),
         probes,
         probe_params: plugins.probe_params.clone(),
-        probe_warm_runs: 5,
+        probe_warm_runs: plugins.probe_warm_runs,
         drain_timeout,
         results_dir,
         run_id,
