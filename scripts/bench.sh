@@ -24,6 +24,7 @@ case "$mode" in
     stacks=(--steps 1k --warmup 5s --soak 15s)
     workers=()
     soak=(--duration 2m --every 15s --points 5k)
+    coordinator=(--faults)
     ;;
   smoke)
     gen=(--tags 200 --samples 50)
@@ -34,6 +35,7 @@ case "$mode" in
     stacks=(--steps 200 --warmup 1s --soak 3s)
     workers=(--workers 2 --points 2k --interval 1s --seconds 3 --cpus 0.2)
     soak=(--duration 12s --every 3s --points 200)
+    coordinator=(--workers 2,4 --step 20s --seconds 2s --faults)
     ;;
   *) echo "usage: scripts/bench.sh [short|smoke]" >&2; exit 2 ;;
 esac
@@ -53,6 +55,7 @@ run "bench nats" bench nats "${nats[@]}"
 run "bench http" bench http "${http[@]}"
 run "bench prefill" bench prefill "${prefill[@]}"
 run "bench soak" bench soak "${soak[@]}"
+run "bench coordinator" bench coordinator "${coordinator[@]}"
 ./scripts/dockerd.sh start >/dev/null
 ./scripts/docker-images.sh "$BIN" >&2
 run "bench stacks" bench stacks "${stacks[@]}"
@@ -69,7 +72,7 @@ run "bench workers" bench workers "${workers[@]}"
 # Every benchmark left a whole record with finite figures.
 python3 - "$dir" <<'PY'
 import json, math, sys, pathlib
-names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks", "bench-workers", "bench-soak"]
+names = ["gen-bench", "report-bench", "bench-generator", "bench-nats", "bench-http", "bench-prefill", "bench-stacks", "bench-workers", "bench-soak", "bench-coordinator"]
 bad = []
 for n in names:
     p = pathlib.Path(sys.argv[1]) / f"{n}.json"

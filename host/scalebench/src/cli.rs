@@ -277,6 +277,48 @@ pub enum BenchCommand {
     /// process every minute, and each one's growth from the first ten
     /// minutes to the last ten.
     Soak(SoakBenchArgs),
+    /// The coordinator of a distributed run against 10, 50 and 100
+    /// simulated workers (the real control API over loopback HTTP, each
+    /// sending the heartbeats and histograms of its share of a 10M-point
+    /// step): its CPU, heartbeat rounds, merge time, memory and the bytes
+    /// it takes in.
+    Coordinator(CoordinatorBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CoordinatorBenchArgs {
+    /// Worker counts, one arm each.
+    #[arg(long, default_value = "10,50,100", value_delimiter = ',')]
+    pub workers: Vec<u32>,
+    /// Points of the simulated step, every --interval, split over the workers.
+    #[arg(long, default_value = "10M", value_parser = crate::units::parse_points)]
+    pub points: u64,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Length of the simulated step: how many seconds its per-second
+    /// counts and histograms hold.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub step: Duration,
+    /// Wall-clock time each arm plays the step in (the workers' seconds
+    /// run faster than the clock by step / seconds).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub seconds: Duration,
+    /// Then the largest count again with one worker lost mid-step, one
+    /// offering 90% of its share and one whose clock is 2 s ahead: each
+    /// must be named, and no other.
+    #[arg(long)]
+    pub faults: bool,
+    /// Internal: serve this many simulated workers and print their URLs
+    /// (the benchmark starts itself with it, so its own CPU is the
+    /// coordinator's alone).
+    #[arg(long, hide = true)]
+    pub serve_simulated: Option<u32>,
+    #[arg(long, hide = true, default_value_t = 1.0)]
+    pub speed: f64,
+    #[arg(long, hide = true)]
+    pub plant_faults: bool,
+    #[command(flatten)]
+    pub record: BenchRecordArgs,
 }
 
 #[derive(Debug, Args)]

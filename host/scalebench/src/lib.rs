@@ -74,6 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Http(args) } => commands::bench_http::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Workers(args) } => commands::bench_workers::run(args),
+        Command::Bench { what: cli::BenchCommand::Coordinator(args) } => commands::bench_coordinator::run(args),
         Command::Bench { what: cli::BenchCommand::Soak(args) } => commands::bench_soak::run(args),
         Command::Prefill(args) => commands::prefill::run(&cli.plugin, *args),
         Command::Storage(args) => commands::storage::run(&cli.plugin, args),

@@ -108,6 +108,9 @@ pub struct Workers {
     seen: Mutex<Vec<Seen>>,
     /// The current step's start, for the barrier and the results.
     step: Mutex<Option<wire::Start>>,
+    /// How long each heartbeat round of the current step took (every
+    /// worker asked and its answer merged): the coordinator's own lateness.
+    rounds: Mutex<Vec<Duration>>,
 }
 
 /// What the coordinator hands every worker at init (index and count added per worker).
@@ -266,7 +269,13 @@ impl Workers {
             );
         }
         same_build(&agent, &list)?;
-        Ok(Workers { seen: Mutex::new(vec![Seen::default(); n]), list, agent, step: Mutex::new(None) })
+        Ok(Workers {
+            seen: Mutex::new(vec![Seen::default(); n]),
+            list,
+            agent,
+            step: Mutex::new(None),
+            rounds: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -323,6 +332,7 @@ impl Workers {
     pub fn prepare(&self, points: u64) -> anyhow::Result<()> {
         let n = self.len();
         *self.seen.lock().unwrap() = vec![Seen::default(); n];
+        self.rounds.lock().unwrap().clear();
         let body = serde_json::to_string(&wire::Prepare { points }).expect("JSON");
         let answers = each(&self.list, |w| {
             call::<wire::Ready>(
@@ -450,6 +460,7 @@ impl Workers {
             if stop.load(Ordering::Relaxed) {
                 self.stop_all();
             }
+            let round = Instant::now();
             let since: Vec<u64> = self.seen.lock().unwrap().iter().map(|s| s.seq).collect();
             let answers = each(&self.list, |w| {
                 call::<wire::Status>(
@@ -523,6 +534,7 @@ impl Workers {
                 }
             }
             live.behind_ms.store(behind, Ordering::Relaxed);
+            self.rounds.lock().unwrap().push(round.elapsed());
             if running == 0 || Instant::now() >= until {
                 return;
             }
@@ -673,6 +685,11 @@ impl Workers {
             }
         }
         (unjudged, bound)
+    }
+
+    /// How long each heartbeat round of the current step took.
+    pub fn heartbeat_rounds(&self) -> Vec<Duration> {
+        self.rounds.lock().unwrap().clone()
     }
 
     fn soak_s(&self) -> f64 {

@@ -6,6 +6,7 @@
 
 pub mod coordinator;
 pub mod k8s;
+pub mod simulated;
 pub mod swarm;
 pub mod token;
 pub mod wire;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_coordinator;
 pub mod bench_http;
 pub mod bench_prefill;
 pub mod bench_soak;
