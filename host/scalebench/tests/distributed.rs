@@ -196,8 +196,8 @@ fn same_as_one_process(extra: &[&str], workers: usize) {
     }
 }
 
-/// A distributed step longer than three MQTT keep-alive periods (30 s):
-/// the coordinator's own connections carry nothing while the workers
+/// A 150 s distributed step (2 s warm-up, 148 s soak), five MQTT
+/// keep-alive periods (30 s): the coordinator's own connections carry nothing while the workers
 /// publish, and still ping, so the broker drops none of them and the step
 /// records no transport error (it did: mosquitto closed each idle one
 /// after 1.5 x keep-alive, which read as a SUT fault).
@@ -222,7 +222,7 @@ fn a_long_distributed_step_has_no_transport_error(target: &[&str]) {
     let ws: Vec<HandWorker> = (0..2).map(|i| hand_worker(i, &[])).collect();
     let list = urls(&ws);
     let mut args = target.to_vec();
-    args.extend(["--steps", "1k", "--soak", "95s", "--probes", "none", "--workers", &list]);
+    args.extend(["--steps", "1k", "--soak", "148s", "--probes", "none", "--workers", &list]);
     let run = run_ladder(&args);
     let e = stderr(&run.out);
     let r = run.result();

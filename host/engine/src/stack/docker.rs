@@ -401,15 +401,14 @@ impl DockerStack {
                 .map_err(|e| api(format!("creating volume {name}"), e, "check the Docker engine"))?;
             self.volumes.push(name);
         }
-        for s in ordered(&p) {
-            let id = self.create_container(s).await?;
-            if let Some(tls) = &self.tls {
-                let options = bollard::query_parameters::UploadToContainerOptionsBuilder::new().path("/").build();
-                self.docker
-                    .upload_to_container(&id, Some(options), bollard::body_full(tls.archive(s).into()))
-                    .await
-                    .map_err(|e| api(format!("giving {} its TLS certificate", s.name), e, "check the Docker engine"))?;
-            }
+        // Creating a container on the vfs storage driver copies its image's
+        // layers (seconds each), so every container is created at once; they
+        // are still started one by one, in dependency order, each once the
+        // one before is ready.
+        let services = ordered(&p);
+        let created = futures::future::join_all(services.iter().map(|s| self.create_with_certificate(s))).await;
+        let ids = created.into_iter().collect::<Result<Vec<_>, _>>()?;
+        for (s, id) in services.into_iter().zip(ids) {
             self.docker
                 .start_container(&id, None::<StartContainerOptions>)
                 .await
@@ -427,6 +426,20 @@ impl DockerStack {
             }
         }
         Ok(())
+    }
+
+    /// Creates the service's container and, in a TLS stack, gives it its
+    /// certificate before it starts.
+    async fn create_with_certificate(&self, s: &compose::ServiceSpec) -> Result<String, DockerError> {
+        let id = self.create_container(s).await?;
+        if let Some(tls) = &self.tls {
+            let options = bollard::query_parameters::UploadToContainerOptionsBuilder::new().path("/").build();
+            self.docker
+                .upload_to_container(&id, Some(options), bollard::body_full(tls.archive(s).into()))
+                .await
+                .map_err(|e| api(format!("giving {} its TLS certificate", s.name), e, "check the Docker engine"))?;
+        }
+        Ok(id)
     }
 
     async fn create_container(&self, s: &compose::ServiceSpec) -> Result<String, DockerError> {
@@ -683,18 +696,17 @@ pub async fn remove_project(docker: &Docker, project: &str, volumes: bool) -> Re
         }))
         .await
         .map_err(|e| api("listing containers", e, "check the Docker engine"))?;
-    for c in list {
-        if let Some(id) = c.id {
-            let _ = docker.unpause_container(&id).await;
-            if docker
-                .remove_container(&id, Some(RemoveContainerOptions { force: true, v: false, link: false }))
-                .await
-                .is_ok()
-            {
-                removed.push(c.names.and_then(|n| n.first().cloned()).unwrap_or(id));
-            }
-        }
-    }
+    // Removing a container on vfs deletes its copied layers (seconds each):
+    // all at once.
+    let removals = list.into_iter().filter_map(|c| c.id.map(|id| (id, c.names))).map(|(id, names)| async move {
+        let _ = docker.unpause_container(&id).await;
+        docker
+            .remove_container(&id, Some(RemoveContainerOptions { force: true, v: false, link: false }))
+            .await
+            .is_ok()
+            .then(|| names.and_then(|n| n.first().cloned()).unwrap_or(id))
+    });
+    removed.extend(futures::future::join_all(removals).await.into_iter().flatten());
     let net = format!("{project}_default");
     if docker.remove_network(&net).await.is_ok() {
         removed.push(format!("network {net}"));
