@@ -47,9 +47,17 @@ fn leftovers(project: &str) -> Vec<String> {
     out
 }
 
+/// A ladder on the Docker stack. Without the read probes unless `extra`
+/// names them: these tests are about the stack (caps, kills, restarts,
+/// TLS), and the probes' warm and timed runs held each step 10-20 s longer
+/// in the suite's serial Docker lane; the probes against a Docker stack's
+/// PostgreSQL are the cap ladder's and the TLS ladder's, which ask for them.
 fn docker_ladder(extra: &[&str]) -> Run {
     images();
     let mut a = vec!["--stack", "docker"];
+    if !extra.contains(&"--probes") {
+        a.extend(["--probes", "none"]);
+    }
     a.extend_from_slice(extra);
     let run = run_ladder(&a);
     assert_nothing_left(&stderr(&run.out));
@@ -72,7 +80,7 @@ fn assert_nothing_left(e: &str) {
 fn a_docker_ladder_passes_with_cpu_memory_against_cap_and_block_io_in_every_sample() {
     // 12 s of soak: a Docker sample (stats of every container) takes seconds on a
     // busy 2-CPU host, and the step also watches its store every second.
-    let run = docker_ladder(&["--soak", "12s", "--cap", "postgres=2,1g"]);
+    let run = docker_ladder(&["--soak", "12s", "--cap", "postgres=2,1g", "--probes", "historian-sql"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let s = step0(&r);
@@ -192,7 +200,7 @@ fn a_three_node_nats_stack_under_docker_loses_nothing_acknowledged_when_a_node_d
 /// with the result saying what TLS negotiated.
 #[test]
 fn a_docker_stack_with_tls_climbs_over_tls_and_records_it() {
-    let run = docker_ladder(&["--soak", "8s", "--tls"]);
+    let run = docker_ladder(&["--soak", "8s", "--tls", "--probes", "historian-sql"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let r = run.result();
     let s = step0(&r);

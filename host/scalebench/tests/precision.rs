@@ -27,7 +27,16 @@ fn f(v: &serde_json::Value) -> f64 {
 // ---- the floor, and service time beside it ------------------------------------
 
 /// Service-time p50 of a clean step lies above 10 µs (a loopback round trip
-/// is tens of µs: a ms clock read 0 or 1 ms) and within 2× the floor's p50.
+/// is tens of µs: a ms clock read 0 or 1 ms) and within 3× the floor's p50:
+/// far below what it would read if it were timed from the reading's
+/// intended time (the pacing's own lateness, `send_lag`, is 1.4-1.6× the
+/// floor by itself here) or included a wait in scalebench's channel or
+/// in-flight window. Not 2×: the floor is one reading per message sent
+/// back to back, a step's messages are paced and the HTTP target's carry
+/// about two readings each; on a 2-core KVM machine (haltpoll idle driver)
+/// three consecutive runs measured HTTP at 2.2-2.4× its floor, MQTT at
+/// 1.5-1.9× and JetStream at 1.3-2.0× (the machines before measured all
+/// three inside 2×).
 fn assert_service_time_near_the_floor(run: &Run, what: &str) {
     assert!(run.out.status.success(), "{what}: {}", stderr(&run.out));
     let r = run.result();
@@ -41,7 +50,7 @@ fn assert_service_time_near_the_floor(run: &Run, what: &str) {
     eprintln!("{what}: service time p50 {:.0} us, floor p50 {:.0} us", p50 * 1e6, floor_p50 * 1e6);
     assert!(p50 > 10e-6, "{what}: service p50 {p50} s is below a loopback round trip");
     assert!(floor_p50 > 10e-6, "{what}: floor p50 {floor_p50} s");
-    assert!(p50 <= 2.0 * floor_p50, "{what}: service p50 {p50} s is over 2x the floor's {floor_p50} s\n{a}\n{floor}");
+    assert!(p50 <= 3.0 * floor_p50, "{what}: service p50 {p50} s is over 3x the floor's {floor_p50} s\n{a}\n{floor}");
     // Latency from intended send time is never below service time.
     assert!(f(&a["intended"]["p50_s"]) >= p50, "{a}");
     // The pacing's own lateness is a figure of its own.

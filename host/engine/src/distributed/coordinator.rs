@@ -130,6 +130,29 @@ pub struct InitTemplate {
     pub mqtt_version: u8,
 }
 
+impl InitTemplate {
+    /// The template simulated workers take: they load no plugin and reach
+    /// no service, so the model and target are named "simulated" and carry
+    /// no component.
+    pub fn simulated(run_id: impl Into<String>) -> InitTemplate {
+        InitTemplate {
+            run_id: run_id.into(),
+            model: ("simulated".into(), Vec::new()),
+            model_params: "{}".into(),
+            target: ("simulated".into(), Vec::new()),
+            target_params: "{}".into(),
+            seed: 1,
+            services: Vec::new(),
+            connections: 1,
+            inflight: 1,
+            http_window: 1,
+            mqtt_user: None,
+            mqtt_password: None,
+            mqtt_version: 4,
+        }
+    }
+}
+
 /// One call of a worker's control API, with its token.
 fn call<T: serde::de::DeserializeOwned>(
     agent: &ureq::Agent,

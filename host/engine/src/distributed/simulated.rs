@@ -329,22 +329,7 @@ mod tests {
         let (addrs, sent) = rt.block_on(serve(&sim)).unwrap();
         let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}/?token={token}")).collect();
         let w = Workers::connect(&urls, Duration::from_secs(5)).unwrap();
-        w.init(&InitTemplate {
-            run_id: "t".into(),
-            model: ("simulated".into(), Vec::new()),
-            model_params: "{}".into(),
-            target: ("simulated".into(), Vec::new()),
-            target_params: "{}".into(),
-            seed: 1,
-            services: Vec::new(),
-            connections: 1,
-            inflight: 1,
-            http_window: 1,
-            mqtt_user: None,
-            mqtt_password: None,
-            mqtt_version: 4,
-        })
-        .unwrap();
+        w.init(&InitTemplate::simulated("t")).unwrap();
         w.prepare(1000).unwrap();
         let refused = w.barrier();
         assert!(refused.len() == 1 && refused[0].contains("worker 3 of 5"), "{refused:?}");

@@ -128,19 +128,10 @@ fn arm(n: u32, args: &CoordinatorBenchArgs, faults: bool) -> anyhow::Result<Arm>
     let mut sim = Simulated::start(n, args, faults)?;
     let workers = Workers::connect(&sim.urls, Duration::from_secs(30))?;
     workers.init(&InitTemplate {
-        run_id: format!("bench-coordinator-{n}"),
-        model: ("simulated".into(), Vec::new()),
-        model_params: "{}".into(),
-        target: ("simulated".into(), Vec::new()),
-        target_params: "{}".into(),
-        seed: 1,
-        services: Vec::new(),
         connections: 4,
         inflight: 4096,
         http_window: 64,
-        mqtt_user: None,
-        mqtt_password: None,
-        mqtt_version: 4,
+        ..InitTemplate::simulated(format!("bench-coordinator-{n}"))
     })?;
     workers.prepare(args.points)?;
     let t = Instant::now();
