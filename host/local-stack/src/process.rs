@@ -264,6 +264,18 @@ fn rss_bytes(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `Pss:` line of /proc/<pid>/smaps_rollup (in kB there).
+fn pss_bytes(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    pss_from_rollup(&text)
+}
+
+fn pss_from_rollup(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("Pss:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// Live processes whose working directory is `dir` (PostgreSQL's postmaster
 /// and backends all run in the data directory: this finds backends left
 /// behind by a postmaster that was killed, whose parent is no longer it).
@@ -389,6 +401,12 @@ pub struct ProcUsage {
     /// CPU seconds (user + system, and what it reaped from its children).
     pub cpu_seconds: f64,
     pub rss_bytes: u64,
+    /// Proportional set size: its resident pages, each shared page divided
+    /// among the processes sharing it, so a multi-process service's PSS
+    /// adds up where its RSS counts shared memory once per process
+    /// (PostgreSQL's backends and its shared buffers). `None` when
+    /// /proc/<pid>/smaps_rollup cannot be read: not measured, never zero.
+    pub pss_bytes: Option<u64>,
 }
 
 /// Every live process of the tree under `root` (itself included).
@@ -403,6 +421,7 @@ pub fn tree_usage(root: u32) -> Vec<ProcUsage> {
                 name: program_name(pid),
                 cpu_seconds: stat.ticks as f64 / tick,
                 rss_bytes: rss_bytes(pid),
+                pss_bytes: pss_bytes(pid),
             })
         })
         .collect()
@@ -486,5 +505,23 @@ mod tests {
         assert_eq!(names, ["sleep", "sleep"], "{tree:?}");
         assert!(tree.iter().all(|p| p.rss_bytes > 0), "{tree:?}");
         assert_eq!(tree[0].pid, child.id());
+        // Two copies of one program share their code and libc's: each
+        // one's PSS is below its RSS, and the two add up to less.
+        for p in &tree {
+            let pss = p.pss_bytes.unwrap_or_else(|| panic!("PSS not read: {p:?}"));
+            assert!(pss > 0 && pss < p.rss_bytes, "{tree:?}");
+        }
+        let (pss, rss): (u64, u64) =
+            (tree.iter().map(|p| p.pss_bytes.unwrap()).sum(), tree.iter().map(|p| p.rss_bytes).sum());
+        assert!(pss < rss, "PSS {pss} vs RSS {rss}: {tree:?}");
+    }
+
+    #[test]
+    fn pss_is_read_from_its_line_in_kilobytes_and_unreadable_is_none() {
+        let rollup = "55d0c8a3a000-7ffd1b5f7000 ---p 00000000 00:00 0    [rollup]\nRss:                1664 kB\nPss:                 245 kB\nPss_Dirty:            84 kB\n";
+        assert_eq!(pss_from_rollup(rollup), Some(245 * 1024));
+        assert_eq!(pss_from_rollup("Rss: 1664 kB\n"), None);
+        assert_eq!(pss_from_rollup("Pss: many kB\n"), None);
+        assert_eq!(pss_bytes(u32::MAX), None);
     }
 }

@@ -277,7 +277,11 @@ fn haxall_over_https_with_scram_climbs_and_an_unknown_ca_is_refused_before_step_
             .unwrap()
     };
     let run_dir = tempfile::tempdir().unwrap();
-    let run = Run { out: haxall(run_dir.path(), "1k,2.5k", &["--tls-ca", s(&ca.pem)]), dir: run_dir };
+    // Two steps at a few hundred readings/s: what is under test is TLS,
+    // SCRAM and the CA, not the test server's throughput (at 1,000/s a
+    // fresh-clone suite run beside seven other tests, load 5 per CPU, saw
+    // it acknowledge 988/s: pushback, rightly, but not this test's subject).
+    let run = Run { out: haxall(run_dir.path(), "200,500", &["--tls-ca", s(&ca.pem)]), dir: run_dir };
     let r = run.result();
     let statuses: Vec<_> = r["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["pass-health-not-watched"; 2], "{}\n{}", r["steps"], stderr(&run.out));
@@ -287,7 +291,7 @@ fn haxall_over_https_with_scram_climbs_and_an_unknown_ca_is_refused_before_step_
 
     // The system's roots do not know the test's CA: refused before step 1.
     let bad = tempfile::tempdir().unwrap();
-    let out = haxall(bad.path(), "1k", &[]);
+    let out = haxall(bad.path(), "200", &[]);
     let e = stderr(&out);
     assert!(!out.status.success(), "{e}");
     assert!(e.contains("not signed by a CA you trust") && e.contains("--tls-ca"), "{e}");

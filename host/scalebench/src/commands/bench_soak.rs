@@ -3,10 +3,14 @@
 //! `scalebench run` of this binary. Every `--every` this process reads the
 //! run's process tree from /proc (scalebench itself and each stack process:
 //! mosquitto, PostgreSQL's postmaster and backends, the reference
-//! historian) and prints resident memory and CPU by program. At the end it
-//! prints each program's growth from the first ten minutes to the last ten
-//! (a third of the run each, when it is shorter than half an hour), as MB
-//! per hour, and the step's own verdict.
+//! historian) and prints memory and CPU by program: proportional set size
+//! (PSS: each shared page divided among the processes sharing it, so
+//! PostgreSQL's backends and shared buffers add up to what the service
+//! holds) beside resident memory (RSS, which counts a shared page once per
+//! process). At the end it prints each program's PSS and RSS growth from
+//! the first ten minutes to the last ten (a third of the run each, when it
+//! is shorter than half an hour), as MB per hour, against a goal of under
+//! 5 MB/h, and the step's own verdict.
 //!
 //! A benchmark prints figures; it asserts nothing.
 
@@ -28,26 +32,53 @@ struct Look {
     at_s: f64,
     unix_s: f64,
     rss: BTreeMap<String, u64>,
+    /// `None` when any of the program's processes could not be read.
+    pss: BTreeMap<String, Option<u64>>,
     cpu_s: BTreeMap<String, f64>,
 }
 
 fn look(root: u32, started: Instant) -> Look {
     let mut rss = BTreeMap::new();
+    let mut pss: BTreeMap<String, Option<u64>> = BTreeMap::new();
     let mut cpu_s = BTreeMap::new();
     for p in local_stack::tree_usage(root) {
         *rss.entry(p.name.clone()).or_insert(0) += p.rss_bytes;
+        let sum = pss.entry(p.name.clone()).or_insert(Some(0));
+        *sum = sum.zip(p.pss_bytes).map(|(a, b)| a + b);
         *cpu_s.entry(p.name).or_insert(0.0) += p.cpu_seconds;
     }
-    Look { at_s: started.elapsed().as_secs_f64(), unix_s: crate::clock::now_ms() as f64 / 1e3, rss, cpu_s }
+    Look { at_s: started.elapsed().as_secs_f64(), unix_s: crate::clock::now_ms() as f64 / 1e3, rss, pss, cpu_s }
 }
 
-/// Mean resident MB of `name` over the looks in `[from, to]` (seconds
-/// since the epoch), and the window's middle.
-fn window_mb(looks: &[Look], name: &str, from: f64, to: f64) -> Option<(f64, f64)> {
+/// Which memory figure a window averages.
+#[derive(Clone, Copy)]
+enum Memory {
+    Pss,
+    Rss,
+}
+
+impl Memory {
+    fn of(self, l: &Look, name: &str) -> Option<u64> {
+        match self {
+            Memory::Pss => l.pss.get(name).copied().flatten(),
+            Memory::Rss => l.rss.get(name).copied(),
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            Memory::Pss => "PSS",
+            Memory::Rss => "RSS",
+        }
+    }
+}
+
+/// Mean MB (`what`) of `name` over the looks in `[from, to]` (seconds
+/// since the epoch) that measured it, and the window's middle.
+fn window_mb(looks: &[Look], what: Memory, name: &str, from: f64, to: f64) -> Option<(f64, f64)> {
     let v: Vec<(f64, f64)> = looks
         .iter()
         .filter(|l| l.unix_s >= from && l.unix_s <= to)
-        .filter_map(|l| l.rss.get(name).map(|b| (l.unix_s, *b as f64 / 1e6)))
+        .filter_map(|l| what.of(l, name).map(|b| (l.unix_s, b as f64 / 1e6)))
         .collect();
     if v.is_empty() {
         return None;
@@ -65,10 +96,40 @@ fn print_look(l: &Look, prev: Option<&Look>) {
                 .and_then(|p| p.cpu_s.get(name).map(|c0| (l.cpu_s[name] - c0).max(0.0) / (l.at_s - p.at_s).max(1e-3)))
                 .map(|f| format!(" {:.0}%", f * 100.0))
                 .unwrap_or_default();
-            format!("{name} {:.0} MB{cpu}", *b as f64 / 1e6)
+            let pss = match l.pss.get(name).copied().flatten() {
+                Some(p) => format!("PSS {:.0} MB", p as f64 / 1e6),
+                None => "PSS n/m".to_string(),
+            };
+            format!("{name} {pss} (RSS {:.0} MB){cpu}", *b as f64 / 1e6)
         })
         .collect();
     println!("{:>6.1} min  {}", l.at_s / 60.0, parts.join(", "));
+}
+
+/// The growth a soak may show: under 5 MB an hour, each program.
+const GROWTH_GOAL_MB_PER_H: f64 = 5.0;
+
+/// One program's growth of one memory figure, first window to last: printed,
+/// and its figures for the record.
+fn growth(looks: &[Look], what: Memory, name: &str, (from, to): (f64, f64), w: f64) -> Vec<Figure> {
+    let label = what.word();
+    match (window_mb(looks, what, name, from, from + w), window_mb(looks, what, name, to - w, to)) {
+        (Some((first, t0)), Some((last, t1))) if t1 > t0 => {
+            let per_h = (last - first) / (t1 - t0) * 3600.0;
+            println!("  {name:<32} {label} {first:>8.1} MB -> {last:>8.1} MB   {per_h:+.1} MB/h");
+            vec![
+                Figure::new(format!("{label} growth of {name}"), per_h, "MB/h").goal(
+                    format!("under {GROWTH_GOAL_MB_PER_H} MB/h, first window to last"),
+                    per_h < GROWTH_GOAL_MB_PER_H,
+                ),
+                Figure::new(format!("{label} of {name}, last window"), last, "MB").vs("the first window", first),
+            ]
+        }
+        _ => {
+            println!("  {name:<32} {label} not measured in both windows (a process that came and went, or unreadable)");
+            Vec::new()
+        }
+    }
 }
 
 pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
@@ -103,7 +164,10 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
         .context("cannot run scalebench")?;
     let started = Instant::now();
     let root = child.id();
-    println!("{:>10}  resident memory and CPU (100% = a core) by program, scalebench's run and its stack", "time");
+    println!(
+        "{:>10}  proportional (PSS) and resident (RSS) memory and CPU (100% = a core) by program, scalebench's run and its stack",
+        "time"
+    );
     let mut looks: Vec<Look> = Vec::new();
     let mut next = started + args.every;
     let status = loop {
@@ -139,24 +203,14 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
         .into_iter()
         .collect();
     println!(
-        "growth of resident memory: mean of the first {} of the soak vs the last {}",
+        "growth of memory: mean of the first {} of the soak vs the last {} (goal: under {GROWTH_GOAL_MB_PER_H} MB/h)",
         duration_text(Duration::from_secs(w as u64)),
         duration_text(Duration::from_secs(w as u64))
     );
     let mut figures = Vec::new();
     for name in &names {
-        match (window_mb(&looks, name, load_from, load_from + w), window_mb(&looks, name, load_to - w, load_to)) {
-            (Some((first, t0)), Some((last, t1))) if t1 > t0 => {
-                let per_h = (last - first) / (t1 - t0) * 3600.0;
-                println!("  {name:<32} {first:>8.1} MB -> {last:>8.1} MB   {per_h:+.1} MB/h");
-                figures.push(Figure::new(format!("RSS growth of {name}"), per_h, "MB/h"));
-                figures.push(
-                    Figure::new(format!("RSS of {name}, last window"), last, "MB")
-                        .vs("the first window", first)
-                        .goal("flat: the last window within 10% of the first", last <= first * 1.1),
-                );
-            }
-            _ => println!("  {name:<32} not measured in both windows (a process that came and went)"),
+        for what in [Memory::Pss, Memory::Rss] {
+            figures.extend(growth(&looks, what, name, (load_from, load_to), w));
         }
     }
     match &result {
