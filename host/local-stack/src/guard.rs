@@ -2,8 +2,10 @@
 //! own (20000-29999), never a live system's default port, and never a port
 //! something else already holds.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
 use crate::{Service, StackError};
 
@@ -59,10 +61,61 @@ pub fn port_free(port: u16) -> Result<(), String> {
     }
 }
 
+/// Ports this process has claimed, each held by a listening abstract Unix
+/// socket named `scalebench-port-<port>` until the process ends.
+///
+/// A free port is only free when checked: between the check and the server's
+/// own bind, another process picking at the same moment could find it free
+/// too (a fresh-clone test run once lost a PostgreSQL start that way, eight
+/// tests each picking ports). Every picker in scalebench claims before it
+/// checks, so two of them never hand out the same port; the kernel drops a
+/// claim when its process exits, however it exits, and leaves no file behind.
+static CLAIMS: Mutex<BTreeMap<u16, std::os::unix::net::UnixListener>> = Mutex::new(BTreeMap::new());
+
+/// Claim `port` for this process: false when another scalebench process (or
+/// this one) already has. A claim is advice between scalebench's own pickers;
+/// it does not bind the TCP port, so a server started later can.
+pub fn claim(port: u16) -> bool {
+    use std::os::linux::net::SocketAddrExt as _;
+    let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
+    if claims.contains_key(&port) {
+        return false;
+    }
+    let Ok(name) = std::os::unix::net::SocketAddr::from_abstract_name(format!("scalebench-port-{port}")) else {
+        return false;
+    };
+    match std::os::unix::net::UnixListener::bind_addr(&name) {
+        Ok(l) => {
+            claims.insert(port, l);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Give a claim back (a picked port found taken, so others may try it later).
+pub fn release(port: u16) {
+    CLAIMS.lock().unwrap_or_else(|e| e.into_inner()).remove(&port);
+}
+
+/// Claim `port` and check it is free, in that order; a port found taken is
+/// released again. What every picker of a free port calls.
+pub fn claim_free(port: u16) -> bool {
+    if is_live_default(port) || !claim(port) {
+        return false;
+    }
+    if port_free(port).is_ok() {
+        return true;
+    }
+    release(port);
+    false
+}
+
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Pick `n` distinct free ports in 20000-29999 (for tests and `--base-port
-/// auto`). Free at the time of the check only; the start-up guard checks again.
+/// auto`), each claimed (see [`claim`]) so no other scalebench process picks
+/// it; the start-up guard checks again.
 pub fn pick_free_ports(n: usize) -> Result<Vec<u16>, StackError> {
     let span = (*OWN_PORT_RANGE.end() - *OWN_PORT_RANGE.start()) as u32 + 1;
     let seed = std::process::id().wrapping_mul(7919).wrapping_add(
@@ -75,10 +128,7 @@ pub fn pick_free_ports(n: usize) -> Result<Vec<u16>, StackError> {
         }
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = *OWN_PORT_RANGE.start() + ((seed.wrapping_add(k.wrapping_mul(101))) % span) as u16;
-        if is_live_default(port) || out.contains(&port) {
-            continue;
-        }
-        if port_free(port).is_ok() {
+        if !out.contains(&port) && claim_free(port) {
             out.push(port);
         }
     }
@@ -111,5 +161,23 @@ mod tests {
         let _l = TcpListener::bind((Ipv4Addr::LOCALHOST, ports[0])).unwrap();
         let e = check_port(Service::Postgres, ports[0]).unwrap_err();
         assert!(matches!(e, StackError::PortTaken { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_port_claimed_elsewhere_is_never_picked_and_a_picked_port_is_claimed() {
+        let picked = pick_free_ports(3).unwrap();
+        for &p in &picked {
+            assert!(!claim(p), "port {p} was handed out unclaimed");
+        }
+        // Another process's claim is the same abstract socket, held by it.
+        let port = (20000..=29999).find(|&p| !picked.contains(&p) && port_free(p).is_ok()).unwrap();
+        use std::os::linux::net::SocketAddrExt as _;
+        let name = std::os::unix::net::SocketAddr::from_abstract_name(format!("scalebench-port-{port}")).unwrap();
+        let elsewhere = std::os::unix::net::UnixListener::bind_addr(&name).unwrap();
+        assert!(!claim_free(port), "a port another process claimed was claimed again");
+        drop(elsewhere);
+        assert!(claim_free(port), "the claim did not end with its holder");
+        release(port);
+        assert!(claim(port), "a released claim could not be made again");
     }
 }

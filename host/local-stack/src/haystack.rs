@@ -47,12 +47,12 @@ pub struct HaystackServer {
 impl HaystackServer {
     /// Pick a free guarded port, start the server and wait until it is ready.
     pub fn start(opts: HaystackOptions) -> Result<HaystackServer, StackError> {
-        let port = (opts.base_port.max(20000)..=29999)
-            .find(|p| !guard::is_live_default(*p) && guard::port_free(*p).is_ok())
-            .ok_or_else(|| StackError::InvalidOptions {
+        let port = (opts.base_port.max(20000)..=29999).find(|p| guard::claim_free(*p)).ok_or_else(|| {
+            StackError::InvalidOptions {
                 problem: "no free port in 2xxxx for the Haystack server".into(),
                 hint: "pass another --base-port".into(),
-            })?;
+            }
+        })?;
         guard::check_port(PROC_TAG, port)?;
         let dir = opts.run_dir.join("haystack");
         std::fs::create_dir_all(&dir).map_err(|e| {

@@ -102,10 +102,11 @@ pub fn compose_file_for(plan: &Plan, nodes: u32) -> PathBuf {
     compose_dir().join(name)
 }
 
-/// A free 127.0.0.1 port in 2xxxx, starting the search at `from`.
+/// A free 127.0.0.1 port in 2xxxx, starting the search at `from`, claimed
+/// so no other scalebench process picks it too ([`local_stack::guard::claim`]).
 pub fn free_port(from: u16) -> anyhow::Result<u16> {
     (from.max(20000)..=29999)
-        .find(|p| !local_stack::guard::is_live_default(*p) && local_stack::guard::port_free(*p).is_ok())
+        .find(|p| local_stack::guard::claim_free(*p))
         .ok_or_else(|| anyhow::anyhow!("no free port in {from}-29999\nhint: pass --base-port with another 2xxxx port"))
 }
 

@@ -43,8 +43,15 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
 
 /// A base port with the ten ports above it free (the stacks take a few).
 pub(crate) fn free_base_port() -> u16 {
-    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-    (21_000..29_000).step_by(100).find(|b| (*b..b + 10).all(free)).unwrap_or(21_883)
+    let free = |b: u16| {
+        let claimed: Vec<u16> = (b..b + 10).take_while(|p| local_stack::guard::claim_free(*p)).collect();
+        let all = claimed.len() == 10;
+        if !all {
+            claimed.into_iter().for_each(local_stack::guard::release);
+        }
+        all
+    };
+    (21_000..29_000).step_by(100).find(|b| free(*b)).unwrap_or(21_883)
 }
 
 use crate::bench_record::{self, Figure};

@@ -5,7 +5,6 @@
 //! durability. Binaries: `$SCALEBENCH_PG_BIN`, else the newest
 //! /usr/lib/postgresql/*/bin.
 
-use std::net::TcpListener;
 use std::os::unix::fs::chown;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,7 +35,7 @@ fn free_port(attempt: u32) -> u16 {
         SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos() ^ std::process::id() ^ (attempt * 7919);
     for i in 0..1000u32 {
         let port = 20000 + ((seed.wrapping_add(i * 37)) % 10000) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if local_stack::guard::claim_free(port) {
             return port;
         }
     }
