@@ -161,6 +161,10 @@ fn the_ack_before_commit_control_loses_acknowledged_readings_under_docker_too() 
         "historian:5s",
         "--historian-delay-ms",
         "1000",
+        // What it loses is never stored: the drain would only wait out its
+        // timeout for the lost canary (30 s of the suite's Docker lane).
+        "--drain-timeout",
+        "10s",
         "--historian-ack-before-commit",
     ]);
     let r = run.result();

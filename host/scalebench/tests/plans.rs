@@ -31,20 +31,32 @@ struct Subscriber {
 impl Subscriber {
     fn start(port: u16, file: std::path::PathBuf) -> Subscriber {
         let f = file.clone();
+        // mosquitto_sub exits at once when nothing accepts on the port, but
+        // "at once" can take longer than any fixed wait on a loaded host (a
+        // run beside seven other tests took its still-starting subscriber
+        // for a connected one and heard nothing): it starts only once the
+        // broker accepts TCP, and counts as connected once it has lived 2 s.
         let connector = std::thread::spawn(move || {
             let until = Instant::now() + Duration::from_secs(120);
             loop {
+                assert!(Instant::now() < until, "the broker never came up on {port}");
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
                 let mut c = Command::new("stdbuf")
                     .args(["-oL", "mosquitto_sub", "-h", "127.0.0.1", "-p", &port.to_string(), "-t", "#", "-v"])
                     .stdout(std::fs::File::create(&f).unwrap())
                     .stderr(Stdio::null())
                     .spawn()
                     .expect("mosquitto_sub");
-                std::thread::sleep(Duration::from_millis(150));
-                if c.try_wait().unwrap().is_none() {
-                    return c;
+                let alive_from = Instant::now();
+                while c.try_wait().unwrap().is_none() {
+                    if alive_from.elapsed() >= Duration::from_secs(2) {
+                        return c;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
                 }
-                assert!(Instant::now() < until, "the broker never came up on {port}");
             }
         });
         Subscriber { file, connector }
