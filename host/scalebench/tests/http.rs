@@ -42,12 +42,17 @@ fn reasons(s: &serde_json::Value) -> String {
     serde_json::to_string_pretty(&s["reasons"]).unwrap()
 }
 
-/// Soak of the tests that expect every step to pass. Acks count by the
-/// second they arrive, so the last readings' round trip falls past a soak's
-/// end: an 8 s soak missed its 99% at 80 ms of latency, which the local
-/// test server reaches beside seven other tests (198 of 200/s in one
-/// fresh-clone run). 16 s tolerates 160 ms.
-const CLEAN_SOAK: &str = "16s";
+/// Steps and soak of the tests that expect every step to pass: what they
+/// test is the login, TLS and the probes, not how far the test server goes.
+/// Acks count by the second they arrive, so the last readings' round trip
+/// falls past a soak's end: an 8 s soak missed its 99% at 80 ms of latency,
+/// which the local test server reaches beside seven other tests (198 of
+/// 200/s in one fresh-clone run); 16 s tolerates 160 ms. At 500 readings/s
+/// with the probes reading mid-soak, two of these ladders side by side on
+/// a loaded host held the transport back 2.2 and 2.6 s (pushback, rightly):
+/// they climb to 200/s instead, one at a time (the nextest group
+/// `haystack-clean`).
+const CLEAN_ARGS: [&str; 4] = ["--steps", "500,1k", "--soak", "16s"];
 
 /// Every step passed with stored = acked second by second, canaries seen
 /// and every haystack probe measured within budget.
@@ -74,14 +79,14 @@ fn assert_clean_haxall_ladder(run: &Run) {
         }
         assert!(probes.iter().all(|p| p["ok"] == true && p["warm_median_s"].as_f64().is_some()), "{probes:?}");
     }
-    assert_eq!(r["max_passing_points"], 2500);
+    assert_eq!(r["max_passing_points"], 1000);
 }
 
 /// Over HTTPS (`--tls`: the local Haystack server takes only TLS); the
 /// plain HTTP path is the SCRAM test's.
 #[test]
 fn a_haxall_ladder_without_auth_over_https_stores_what_was_acked() {
-    let run = run_haxall(&["--soak", CLEAN_SOAK, "--tls"], &[]);
+    let run = run_haxall(&[&CLEAN_ARGS[..], &["--tls"]].concat(), &[]);
     assert_clean_haxall_ladder(&run);
     let r = run.result();
     assert!(r["tls"]["http:api"]["protocol"].as_str().unwrap_or("").starts_with("TLSv1."), "{}", r["tls"]);
@@ -94,15 +99,17 @@ fn a_haxall_ladder_with_scram_logs_in_with_a_password_from_a_file() {
     std::fs::write(&file, "s3cret-for-scram\n").unwrap();
     let run = run_haxall(
         &[
-            "--target-params",
-            r#"{"user":"su"}"#,
-            "--probe-params",
-            r#"{"user":"su"}"#,
-            "--credentials-file",
-            file.to_str().unwrap(),
-            "--soak",
-            CLEAN_SOAK,
-        ],
+            &CLEAN_ARGS[..],
+            &[
+                "--target-params",
+                r#"{"user":"su"}"#,
+                "--probe-params",
+                r#"{"user":"su"}"#,
+                "--credentials-file",
+                file.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
         &[],
     );
     assert_clean_haxall_ladder(&run);
