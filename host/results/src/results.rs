@@ -696,8 +696,12 @@ pub struct JetStreamDurability {
 pub struct Topology {
     pub new_points: u64,
     pub messages: u64,
-    /// Time until every topology message was acknowledged.
+    /// Time until every topology message was answered (acknowledged or
+    /// refused) or the wait gave up after a minute without an answer.
     pub publish_s: f64,
+    /// Topology messages the SUT refused or never acknowledged.
+    #[serde(default)]
+    pub not_acknowledged: u64,
 }
 
 /// The ceiling: the highest passing step below the first failure (with

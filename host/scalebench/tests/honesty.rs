@@ -437,6 +437,16 @@ fn with_mqtt_5_a_step_whose_readings_the_acl_denies_fails_with_the_reason_code_a
     assert!(offered > 0, "{}", s["generator"]);
     assert_eq!(s["generator"]["rejected"].as_u64(), Some(offered), "every offered reading refused: {}", s["generator"]);
     assert_eq!(s["outcomes"]["refused"].as_u64(), Some(offered), "{}", s["outcomes"]);
+    // The tags are refused too (the ACL lets the account write only the
+    // canary): answered, so neither the topology phase nor the end of the
+    // load waits on acks that will never come (each waited its full
+    // timeout, a minute and 30 s, before a refusal counted as an answer).
+    let t = &s["topology"];
+    assert!(t["messages"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(t["not_acknowledged"], t["messages"], "every tag refused: {t}");
+    assert!(t["publish_s"].as_f64().unwrap() < 20.0, "the topology waited out its minute: {t}");
+    let took = s["duration_s"].as_f64().unwrap();
+    assert!(took < 40.0, "a 12 s step took {took} s: the end of the load waited on refused readings\n{e}");
 }
 
 #[test]

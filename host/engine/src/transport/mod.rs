@@ -105,6 +105,11 @@ pub struct AckCounts {
     pub readings_published: u64,
     pub readings_acked: u64,
     pub topology_acked: u64,
+    /// Topology messages that ended: acknowledged, refused, or failed
+    /// without an answer (the topology phase waits for these, not for acks:
+    /// a refused tag is answered and will never be acknowledged).
+    #[serde(default)]
+    pub topology_settled: u64,
     pub canaries_acked: u64,
     /// Readings in messages the SUT answered but refused (HTTP: a non-2xx
     /// status, or a 2xx the adapter judged not an ack, e.g. an error grid).
@@ -154,6 +159,7 @@ impl AckCounts {
             }
             Carries::Topology => {
                 self.topology_acked += 1;
+                self.topology_settled += 1;
                 0
             }
         }
@@ -163,6 +169,9 @@ impl AckCounts {
     pub fn record_refused(&mut self, carries: Carries, t: Timing, at_ns: i64, why: String) {
         self.settled_msgs += 1;
         self.refused_msgs += 1;
+        if matches!(carries, Carries::Topology) {
+            self.topology_settled += 1;
+        }
         if let Carries::Readings { n, ts_s } = carries {
             self.readings_rejected += n as u64;
             *self.refused_by_arrival_second.entry(at_ns.div_euclid(1_000_000_000)).or_default() += n as u64;
@@ -175,8 +184,10 @@ impl AckCounts {
     /// A message ended without any answer (a timeout, a broken connection).
     pub fn record_unanswered(&mut self, carries: Carries, t: Timing, why: Option<String>) {
         self.settled_msgs += 1;
-        if matches!(carries, Carries::Readings { .. }) {
-            self.latency.unanswered(t);
+        match carries {
+            Carries::Readings { .. } => self.latency.unanswered(t),
+            Carries::Topology => self.topology_settled += 1,
+            Carries::Canary { .. } => {}
         }
         if let Some(why) = why {
             self.record_error(why);
@@ -214,6 +225,7 @@ impl AckCounts {
         self.readings_published += o.readings_published;
         self.readings_acked += o.readings_acked;
         self.topology_acked += o.topology_acked;
+        self.topology_settled += o.topology_settled;
         self.canaries_acked += o.canaries_acked;
         self.readings_rejected += o.readings_rejected;
         self.errors += o.errors;

@@ -40,15 +40,16 @@ pub(super) async fn send_topology(
             senders[0].send(chunk.to_vec()).await.map_err(|_| anyhow::anyhow!("transport closed"))?;
         }
         drop(messages);
-        // At the broker's pace: wait for this slice's acks, giving up after
-        // a minute without progress.
-        let mut last = (transport.counts().topology_acked, Instant::now());
+        // At the broker's pace: wait for this slice's answers (a refusal is
+        // one: it will never become an ack), giving up after a minute
+        // without progress.
+        let mut last = (transport.counts().topology_settled, Instant::now());
         while acks_expected
-            && transport.counts().topology_acked < topology.messages
+            && transport.counts().topology_settled < topology.messages
             && !env.stop.load(Ordering::Relaxed)
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            let now = transport.counts().topology_acked;
+            let now = transport.counts().topology_settled;
             if now != last.0 {
                 last = (now, Instant::now());
             } else if last.1.elapsed() > Duration::from_secs(60) {
@@ -58,5 +59,15 @@ pub(super) async fn send_topology(
         at += n;
     }
     topology.publish_s = t.elapsed().as_secs_f64();
+    if acks_expected {
+        topology.not_acknowledged = topology.messages.saturating_sub(transport.counts().topology_acked);
+        if topology.not_acknowledged > 0 {
+            env.progress.println(&format!(
+                "  topology: {} of {} tag messages not acknowledged (refused or unanswered); see the transport errors",
+                crate::format::thousands(topology.not_acknowledged),
+                crate::format::thousands(topology.messages)
+            ));
+        }
+    }
     Ok(topology)
 }

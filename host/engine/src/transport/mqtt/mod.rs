@@ -287,13 +287,15 @@ impl MqttTransport {
         let deadline = Instant::now() + drain;
         loop {
             // Done when every connection has written all its batches and
-            // every written message is acknowledged (or known lost).
+            // every written message has ended: acknowledged, refused (an
+            // MQTT 5 reason code: answered, never to be acknowledged) or
+            // known lost.
             let waiting: u64 = rest
                 .iter()
                 .map(|(task, counts)| {
                     let c = counts.lock().unwrap();
                     let unsent = u64::from(!c.input_drained && !task.is_finished());
-                    c.queued.saturating_sub(c.acked_msgs + c.lost_in_flight) + unsent
+                    c.queued.saturating_sub(c.settled_msgs) + unsent
                 })
                 .sum();
             if waiting == 0 || Instant::now() >= deadline {
