@@ -7,10 +7,11 @@
 #
 #   scripts/docker-images.sh [path/to/scalebench]
 #
-# Idempotent: an image that exists is kept (SCALE_REBUILD=1 rebuilds; the
-# historian image is rebuilt whenever the binary changed, the nats image
-# whenever what goes into it did). The base rootfs is cached in
-# $SCALE_DOCKER_CACHE (default /var/tmp/scalebench-docker).
+# Idempotent: an image that exists is kept unless what went into it changed
+# (its label records the recipe, the base's id and a checksum of its
+# Dockerfile directory, the nats-server or the scalebench binary it
+# carries); SCALE_REBUILD=1 rebuilds all. The debootstrap rootfs is cached
+# in $SCALE_DOCKER_CACHE (default /var/tmp/scalebench-docker).
 #
 # The nats image runs Debian's nats-server (2.9), or the newer one
 # scripts/setup.sh installs ($SCALEBENCH_PY_DIR/bin/nats-server, 2.10+, which
@@ -40,23 +41,64 @@ replaced() {
   docker image rm "$old" >/dev/null 2>&1 || true
 }
 
-if ! have scale-base:bookworm || [ "${SCALE_REBUILD:-0}" = 1 ]; then
-  if [ ! -f "$CACHE/rootfs.tar" ]; then
-    echo "images: debootstrap bookworm (minbase) from $MIRROR" >&2
-    rm -rf "$CACHE/rootfs.tmp"
-    debootstrap --variant=minbase bookworm "$CACHE/rootfs.tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
-      || { echo "images: debootstrap failed, see $CACHE/debootstrap.log" >&2; exit 1; }
-    tar -C "$CACHE/rootfs.tmp" -c . >"$CACHE/rootfs.tar.tmp" && mv "$CACHE/rootfs.tar.tmp" "$CACHE/rootfs.tar"
-    rm -rf "$CACHE/rootfs.tmp"
-  fi
-  echo "images: scale-base:bookworm" >&2
-  docker import "$CACHE/rootfs.tar" scale-base:bookworm >/dev/null
+# The recipe of the slim base and of every image on it: bumped when either
+# changes, so an engine holding images of an older recipe rebuilds them.
+# Each image's `scale.recipe` label holds the recipe and its base's id.
+RECIPE=2
+recipe_of() { docker image inspect -f '{{index .Config.Labels "scale.recipe"}}' "$1" 2>/dev/null || true; }
+
+if [ ! -f "$CACHE/rootfs.tar" ]; then
+  echo "images: debootstrap bookworm (minbase) from $MIRROR" >&2
+  rm -rf "$CACHE/rootfs.tmp"
+  debootstrap --variant=minbase bookworm "$CACHE/rootfs.tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+    || { echo "images: debootstrap failed, see $CACHE/debootstrap.log" >&2; exit 1; }
+  tar -C "$CACHE/rootfs.tmp" -c . >"$CACHE/rootfs.tar.tmp" && mv "$CACHE/rootfs.tar.tmp" "$CACHE/rootfs.tar"
+  rm -rf "$CACHE/rootfs.tmp"
 fi
+# The base without what no container reads: the engine's vfs driver copies
+# an image's whole tree twice into every container it creates (its init
+# layer, then its own), so each MB here is written twice per service per
+# stack start. Gone: downloaded packages and apt's caches (debootstrap
+# leaves 32 MB of .deb files), documentation, manuals and translations;
+# dpkg and apt are told to keep them out of every image built on it, as
+# Debian's own container images do.
+if [ "$(recipe_of scale-base:bookworm)" != "$RECIPE" ] || [ "${SCALE_REBUILD:-0}" = 1 ]; then
+  echo "images: scale-base:bookworm (recipe $RECIPE)" >&2
+  old=$(docker image inspect -f '{{.Id}}' scale-base:bookworm 2>/dev/null || true)
+  slim=$(mktemp -d "$CACHE/slim.XXXXXX")
+  tar -C "$slim" -xf "$CACHE/rootfs.tar"
+  rm -rf "$slim"/var/cache/apt/archives/*.deb "$slim"/var/cache/apt/*.bin "$slim"/var/lib/apt/lists/* \
+    "$slim"/usr/share/doc/* "$slim"/usr/share/man/* "$slim"/usr/share/info/*
+  find "$slim/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  cat >"$slim/etc/dpkg/dpkg.cfg.d/scale-slim" <<'CFG'
+path-exclude /usr/share/doc/*
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+CFG
+  cat >"$slim/etc/apt/apt.conf.d/scale-slim" <<'CFG'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+APT::Install-Recommends "false";
+CFG
+  tar -C "$slim" -c . | docker import --change "LABEL scale.recipe=$RECIPE" - scale-base:bookworm >/dev/null
+  rm -rf "$slim"
+  [ -z "$old" ] || [ -z "$(recipe_of "$old")" ] || [ "$old" = "$(docker image inspect -f '{{.Id}}' scale-base:bookworm)" ] \
+    || docker image rm "$old" >/dev/null 2>&1 || true
+fi
+BASE="$RECIPE-$(docker image inspect -f '{{.Id}}' scale-base:bookworm | sed 's/^sha256://' | cut -c1-12)"
 
 for name in mosquitto postgres; do
-  if ! have "scale-$name:bookworm" || [ "${SCALE_REBUILD:-0}" = 1 ]; then
+  ctx_sum=$(cd "compose/images/$name" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+  if [ "$(recipe_of "scale-$name:bookworm")" != "$BASE-$ctx_sum" ] || [ "${SCALE_REBUILD:-0}" = 1 ]; then
     echo "images: scale-$name:bookworm" >&2
-    docker build -q --network host -t "scale-$name:bookworm" "compose/images/$name" >/dev/null
+    old=$(docker image inspect -f '{{.Id}}' "scale-$name:bookworm" 2>/dev/null || true)
+    docker build -q --network host --label "scale.recipe=$BASE-$ctx_sum" -t "scale-$name:bookworm" "compose/images/$name" >/dev/null
+    replaced "$old" "scale-$name:bookworm" scale.recipe
   fi
 done
 
@@ -74,7 +116,7 @@ if [ -x "$NATS_BIN" ] && "$NATS_BIN" --version >/dev/null 2>&1; then
 fi
 # Never an empty directory: the legacy builder fails to export an empty COPY layer.
 echo "$nats_from" >"$ctx/extra/source"
-nats_sum=$(cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+nats_sum=$BASE-$(cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{index .Config.Labels "scale.context"}}' scale-nats:bookworm 2>/dev/null || true)" != "$nats_sum" ] \
   || [ "${SCALE_REBUILD:-0}" = 1 ]; then
   echo "images: scale-nats:bookworm ($nats_from)" >&2
@@ -88,7 +130,7 @@ if [ ! -x "$BIN" ]; then
   echo "images: no scalebench binary at $BIN (build it: cargo build --release -p scalebench)" >&2
   exit 1
 fi
-sum=$(sha256sum "$BIN" | cut -c1-16)
+sum=$BASE-$(sha256sum "$BIN" | cut -c1-16)
 # Images that carry the scalebench binary: the historian, the Haystack test
 # server, the distributed-run worker.
 for name in historian haystack worker; do
