@@ -20,7 +20,7 @@ run: setup-run
 	cargo run --release -p scalebench -- run --target baler --model plant-shaped $(RUN_ARGS)
 
 # The suite runs under cargo-nextest (.config/nextest.toml says what may
-# overlap). Eight tests at once load the host by themselves, so the
+# overlap). Seven tests at once load the host by themselves, so the
 # live-safety host-load rule is off for the suite (its rule has a unit test,
 # live_safety::tests); the live URL rule stays on. The Docker images are
 # built once before it, not by the first
