@@ -76,6 +76,23 @@ pub(crate) fn crash_the_whole_cluster(stack: &[&str], sync: Option<&str>) -> (se
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{o}\n{}\n{tail}", s["unmeasured"]));
     let offered = n(&s["generator"]["offered"]);
     assert!(offered > 2_000, "offered {offered}: {log}");
+    if s["unmeasured"].to_string().contains("stored readings") {
+        // Under the servers' default sync, all three nodes lose what they
+        // had not written to disk at the same instant, and the stream can
+        // stay unreadable past the count's deadline after the restart (twice
+        // in this machine's loaded fresh-clone runs: requests to it timed
+        // out for 45 s after publishes were acknowledged again). That is
+        // measured as not counted, named, and never as zero stored; under
+        // `sync_interval: always` the stream must be counted.
+        assert!(sync.is_none(), "sync_interval {sync:?}: the stream could not be counted: {}", s["unmeasured"]);
+        assert!(s["unmeasured"].to_string().contains("JetStream stream SCALE"), "{}", s["unmeasured"]);
+        assert!(o["ok"].is_null() && o["lost"].is_null(), "not counted, yet classified: {o}");
+        assert!(n(&o["unknown"]) + n(&o["refused"]) <= offered, "{o}");
+        assert_ne!(s["status"], "pass", "three nodes restarted and nothing counted: {}", s["reasons"]);
+        durability_as_run(&s, sync);
+        eprintln!("whole-cluster kill, default sync: the stream could not be counted: {}", s["unmeasured"]);
+        return (s, log);
+    }
     assert_eq!(n(&o["ok"]) + n(&o["lost"]) + n(&o["unknown"]) + n(&o["refused"]), offered, "{o}\n{tail}");
     assert_eq!(n(&o["ok"]) + n(&o["lost"]), n(&s["ingest"]["acked"]), "{o} vs {}", s["ingest"]);
     // The stored count was read from the stream after the restart: it is
@@ -95,18 +112,23 @@ pub(crate) fn crash_the_whole_cluster(stack: &[&str], sync: Option<&str>) -> (se
     let at = first.floor() as usize;
     assert!(unknown[..at.saturating_sub(1)].iter().all(|n| *n == 0), "unknown before the kill at {at} s: {unknown:?}");
 
-    // The durability the servers ran with.
+    durability_as_run(&s, sync);
+    let js = &s["durability"]["jetstream"];
+    eprintln!(
+        "whole-cluster kill ({}), sync_interval {}: offered {offered}, ok {}, lost {}, unknown {}, refused {}",
+        r["stack"], js["sync_interval"], o["ok"], o["lost"], o["unknown"], o["refused"]
+    );
+    (s, log)
+}
+
+/// The durability the servers ran with, as the result records it.
+fn durability_as_run(s: &serde_json::Value, sync: Option<&str>) {
     let js = &s["durability"]["jetstream"];
     assert_eq!(js["storage"], "file", "{js}");
     assert_eq!(js["replicas"], 3, "{js}");
     assert_eq!(js["server_version"], "v2.15.1", "{js}");
     assert_eq!(js["sync_interval"], sync.unwrap_or("2m (the server's default)"), "{js}");
     assert_eq!(s["durability"]["comparable"], sync == Some("always"), "{}", s["durability"]);
-    eprintln!(
-        "whole-cluster kill ({}), sync_interval {}: offered {offered}, ok {}, lost {}, unknown {}, refused {}",
-        r["stack"], js["sync_interval"], o["ok"], o["lost"], o["unknown"], o["refused"]
-    );
-    (s, log)
 }
 
 #[test]
