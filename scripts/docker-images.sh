@@ -28,6 +28,8 @@ MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 mkdir -p "$CACHE"
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
+# An image's label, empty when the image or the label is missing.
+label_of() { docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1" 2>/dev/null || true; }
 
 # The image a rebuild replaced, by its id, when this script made it (it
 # carries the label given): removed, so rebuilds leave nothing dangling
@@ -37,7 +39,7 @@ replaced() {
   local old="$1" tag="$2" label="$3"
   [ -n "$old" ] || return 0
   [ "$old" != "$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)" ] || return 0
-  [ -n "$(docker image inspect -f "{{index .Config.Labels \"$label\"}}" "$old" 2>/dev/null || true)" ] || return 0
+  [ -n "$(label_of "$old" "$label")" ] || return 0
   docker image rm "$old" >/dev/null 2>&1 || true
 }
 
@@ -45,7 +47,7 @@ replaced() {
 # changes, so an engine holding images of an older recipe rebuilds them.
 # Each image's `scale.recipe` label holds the recipe and its base's id.
 RECIPE=2
-recipe_of() { docker image inspect -f '{{index .Config.Labels "scale.recipe"}}' "$1" 2>/dev/null || true; }
+recipe_of() { label_of "$1" scale.recipe; }
 
 if [ ! -f "$CACHE/rootfs.tar" ]; then
   echo "images: debootstrap bookworm (minbase) from $MIRROR" >&2
@@ -87,8 +89,7 @@ APT::Install-Recommends "false";
 CFG
   tar -C "$slim" -c . | docker import --change "LABEL scale.recipe=$RECIPE" - scale-base:bookworm >/dev/null
   rm -rf "$slim"
-  [ -z "$old" ] || [ -z "$(recipe_of "$old")" ] || [ "$old" = "$(docker image inspect -f '{{.Id}}' scale-base:bookworm)" ] \
-    || docker image rm "$old" >/dev/null 2>&1 || true
+  replaced "$old" scale-base:bookworm scale.recipe
 fi
 BASE="$RECIPE-$(docker image inspect -f '{{.Id}}' scale-base:bookworm | sed 's/^sha256://' | cut -c1-12)"
 
@@ -117,7 +118,7 @@ fi
 # Never an empty directory: the legacy builder fails to export an empty COPY layer.
 echo "$nats_from" >"$ctx/extra/source"
 nats_sum=$BASE-$(cd "$ctx" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
-if [ "$(docker image inspect -f '{{index .Config.Labels "scale.context"}}' scale-nats:bookworm 2>/dev/null || true)" != "$nats_sum" ] \
+if [ "$(label_of scale-nats:bookworm scale.context)" != "$nats_sum" ] \
   || [ "${SCALE_REBUILD:-0}" = 1 ]; then
   echo "images: scale-nats:bookworm ($nats_from)" >&2
   old=$(docker image inspect -f '{{.Id}}' scale-nats:bookworm 2>/dev/null || true)
@@ -134,7 +135,7 @@ sum=$BASE-$(sha256sum "$BIN" | cut -c1-16)
 # Images that carry the scalebench binary: the historian, the Haystack test
 # server, the distributed-run worker.
 for name in historian haystack worker; do
-  if [ "$(docker image inspect -f '{{index .Config.Labels "scale.binary"}}' "scale-$name:bookworm" 2>/dev/null || true)" != "$sum" ]; then
+  if [ "$(label_of "scale-$name:bookworm" scale.binary)" != "$sum" ]; then
     echo "images: scale-$name:bookworm (scalebench $sum)" >&2
     ctx=$(mktemp -d)
     cp "compose/images/$name/Dockerfile" "$ctx/"

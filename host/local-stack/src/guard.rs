@@ -111,6 +111,19 @@ pub fn claim_free(port: u16) -> bool {
     false
 }
 
+/// Claim the `n` consecutive free ports from `base` on (as [`claim_free`]
+/// does each): true when all are now this process's; otherwise the ones it
+/// did claim are released and it is false. For a stack or worker set that
+/// numbers its ports from one base.
+pub fn claim_run(base: u16, n: u16) -> bool {
+    let claimed: Vec<u16> = (base..base.saturating_add(n)).take_while(|p| claim_free(*p)).collect();
+    if claimed.len() == usize::from(n) {
+        return true;
+    }
+    claimed.into_iter().for_each(release);
+    false
+}
+
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Pick `n` distinct free ports in 20000-29999 (for tests and `--base-port
@@ -144,6 +157,28 @@ pub fn pick_free_ports(n: usize) -> Result<Vec<u16>, StackError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_ports_is_claimed_whole_or_given_back() {
+        let base = (24_000u16..29_000)
+            .step_by(10)
+            .find(|b| {
+                if !claim_run(*b, 2) {
+                    return false;
+                }
+                if claim_run(*b + 2, 2) {
+                    return true;
+                }
+                (*b..*b + 2).for_each(release);
+                false
+            })
+            .expect("four free ports in 24000-29000");
+        // base and base+1 free again, base+2 and base+3 still ours.
+        (base..base + 2).for_each(release);
+        assert!(!claim_run(base, 4), "a run overlapping this process's own claims must not be claimed");
+        assert!(claim(base) && claim(base + 1), "the part of a failed run that was claimed must be given back");
+        (base..base + 4).for_each(release);
+    }
 
     #[test]
     fn refuses_live_defaults_and_foreign_ranges() {

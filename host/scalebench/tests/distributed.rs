@@ -292,11 +292,9 @@ fn worker_ports() -> u16 {
     let seed = std::process::id() as u16 % 200;
     for k in 0..200u16 {
         let p = 20_100 + ((seed + k * 7) % 200) * 4;
-        let claimed: Vec<u16> = (p..p + 3).take_while(|q| local_stack::guard::claim_free(*q)).collect();
-        if claimed.len() == 3 {
+        if local_stack::guard::claim_run(p, 3) {
             return p;
         }
-        claimed.into_iter().for_each(local_stack::guard::release);
     }
     panic!("no three free ports in 20100-20900");
 }

@@ -21,11 +21,8 @@ pub fn free_base_port() -> u16 {
         ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64);
     for i in 0..200u64 {
         let p = 22_000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % 7_000) as u16;
-        if local_stack::guard::claim_free(p) {
-            if local_stack::guard::claim_free(p + 1) {
-                return p;
-            }
-            local_stack::guard::release(p);
+        if local_stack::guard::claim_run(p, 2) {
+            return p;
         }
     }
     panic!("no free port pair in 22000-29000");

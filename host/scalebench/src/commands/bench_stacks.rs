@@ -43,15 +43,7 @@ fn arm(args: &StacksBenchArgs, stack: &str, dir: &Path) -> anyhow::Result<RunRes
 
 /// A base port with the ten ports above it free (the stacks take a few).
 pub(crate) fn free_base_port() -> u16 {
-    let free = |b: u16| {
-        let claimed: Vec<u16> = (b..b + 10).take_while(|p| local_stack::guard::claim_free(*p)).collect();
-        let all = claimed.len() == 10;
-        if !all {
-            claimed.into_iter().for_each(local_stack::guard::release);
-        }
-        all
-    };
-    (21_000..29_000).step_by(100).find(|b| free(*b)).unwrap_or(21_883)
+    (21_000..29_000).step_by(100).find(|b| local_stack::guard::claim_run(*b, 10)).unwrap_or(21_883)
 }
 
 use crate::bench_record::{self, Figure};

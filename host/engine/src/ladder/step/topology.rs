@@ -43,11 +43,9 @@ pub(super) async fn send_topology(
         // At the broker's pace: wait for this slice's answers (a refusal is
         // one: it will never become an ack), giving up after a minute
         // without progress.
+        // One look at the counts per poll: each merges every connection's.
         let mut last = (transport.counts().topology_settled, Instant::now());
-        while acks_expected
-            && transport.counts().topology_settled < topology.messages
-            && !env.stop.load(Ordering::Relaxed)
-        {
+        while acks_expected && last.0 < topology.messages && !env.stop.load(Ordering::Relaxed) {
             tokio::time::sleep(Duration::from_millis(20)).await;
             let now = transport.counts().topology_settled;
             if now != last.0 {
