@@ -13,7 +13,7 @@
 //!   `storage`, `canary`, `probes`, `services/` (SQL and HTTP for plugins),
 //!   `prefill/`, `live_safety`, `progress`, `live_metrics/`.
 //! - Bottom: `error`, `future`, `output`, `catalog` (plugins by name),
-//!   `points`, `guard`, `logging`, `async_runtime`.
+//!   `points`, `guard`, `logging`, `memory`, `async_runtime`.
 //!
 //! The result schema (results, latency, clock, units, formats, hardware)
 //! is the `scalebench-results` crate, re-exported here under the names the
@@ -36,6 +36,7 @@ pub mod live_safety;
 pub mod load_source;
 pub mod loadgen;
 pub mod logging;
+pub mod memory;
 pub mod output;
 pub mod pg_connect;
 pub mod phase;

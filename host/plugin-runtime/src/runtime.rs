@@ -180,31 +180,65 @@ impl Runtime {
     }
 
     pub(crate) fn new_store(&self, plugin: &Plugin, services: Arc<dyn HostServices>) -> Store<StoreState> {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtxBuilder::new().stderr(stderr.clone()).build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.limits.memory_bytes as usize)
-            .trap_on_grow_failure(true)
-            .instances(16)
-            .build();
-        let state = StoreState {
-            plugin: plugin.name.clone(),
-            services,
-            limits: crate::host::Limiter { inner: limits, memory_bytes: 0 },
-            wasi,
-            table: ResourceTable::new(),
-            stderr,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
-        store.set_hostcall_fuel(self.limits.call_data_bytes as usize);
-        store.epoch_deadline_trap();
-        store
+        new_store(&self.engine, &self.limits, plugin, services)
     }
 
     pub(crate) fn ticks(&self) -> u64 {
-        (self.limits.call_timeout.as_millis() as u64 / TICK.as_millis() as u64).max(1)
+        ticks(&self.limits)
     }
+
+    /// What instantiating again needs, apart from this runtime.
+    pub(crate) fn store_maker(&self) -> StoreMaker {
+        StoreMaker { engine: self.engine.clone(), limits: self.limits, linker_host: self.linker_host.clone() }
+    }
+}
+
+/// What a new store and instance of a host-world plugin need: clonable, so
+/// an instance can be made again where its [`Runtime`] is not at hand (a
+/// probe set renewed on the probes' own thread). The engine is shared, so
+/// the runtime's ticker still bounds every call.
+#[derive(Clone)]
+pub(crate) struct StoreMaker {
+    engine: Engine,
+    pub(crate) limits: Limits,
+    pub(crate) linker_host: Linker<StoreState>,
+}
+
+impl StoreMaker {
+    pub(crate) fn new_store(&self, plugin: &Plugin, services: Arc<dyn HostServices>) -> Store<StoreState> {
+        new_store(&self.engine, &self.limits, plugin, services)
+    }
+
+    pub(crate) fn ticks(&self) -> u64 {
+        ticks(&self.limits)
+    }
+}
+
+fn new_store(engine: &Engine, limits: &Limits, plugin: &Plugin, services: Arc<dyn HostServices>) -> Store<StoreState> {
+    let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+    let wasi = WasiCtxBuilder::new().stderr(stderr.clone()).build();
+    let store_limits = StoreLimitsBuilder::new()
+        .memory_size(limits.memory_bytes as usize)
+        .trap_on_grow_failure(true)
+        .instances(16)
+        .build();
+    let state = StoreState {
+        plugin: plugin.name.clone(),
+        services,
+        limits: crate::host::Limiter { inner: store_limits, memory_bytes: 0 },
+        wasi,
+        table: ResourceTable::new(),
+        stderr,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limits);
+    store.set_hostcall_fuel(limits.call_data_bytes as usize);
+    store.epoch_deadline_trap();
+    store
+}
+
+fn ticks(limits: &Limits) -> u64 {
+    (limits.call_timeout.as_millis() as u64 / TICK.as_millis() as u64).max(1)
 }
 
 /// Turn a wasmtime error from a call into a [`PluginError`] naming the

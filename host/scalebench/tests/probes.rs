@@ -343,3 +343,41 @@ fn historian_sql_probes_within_and_over_budget() {
         "{res:?}"
     );
 }
+
+/// Judging an hour of 1,000 points' rows grows a probe set's WebAssembly
+/// memory, which never shrinks; `renew` swaps in a fresh instance, so the
+/// run does not carry that memory to its end (an hour-long soak kept 38 MB
+/// of it). The renewed set still sets up and judges.
+#[test]
+fn a_renewed_probe_set_gives_back_the_memory_a_large_answer_grew() {
+    use plugin_runtime::probe_types::{ProbeResponse, SqlRows};
+    let rt = runtime();
+    let plugin = rt.load_bytes("historian-sql", builtin("historian-sql")).unwrap();
+    let mut set = ProbeSet::instantiate(&rt, &plugin, Arc::new(plugin_runtime::NoServices)).unwrap();
+    let probes = set.setup("", &points(1000)).unwrap();
+    let fresh = set.memory_bytes();
+    let rows: Vec<Vec<SqlValue>> = (0..300_000)
+        .map(|k| {
+            vec![
+                SqlValue::Text(format!("s0/e{}/temp{}", k % 100, k % 10 + 1)),
+                SqlValue::Int(1_700_000_000_000 + k),
+                SqlValue::Float(k as f64 / 7.0),
+            ]
+        })
+        .collect();
+    let answer = ProbeResponse::Sql(SqlRows { columns: vec!["point".into(), "ts".into(), "value".into()], rows });
+    let _ = set.check(&probes[1].name, &answer).unwrap();
+    let grown = set.memory_bytes();
+    assert!(grown > fresh + (10 << 20), "judging 300,000 rows grew the memory only from {fresh} to {grown} bytes");
+
+    set.renew().unwrap();
+    assert!(
+        set.memory_bytes() <= fresh + (1 << 20),
+        "a renewed probe set holds {} bytes, a fresh one {fresh}",
+        set.memory_bytes()
+    );
+    let again = set.setup("", &points(1000)).unwrap();
+    assert_eq!(again.len(), probes.len());
+    let empty = ProbeResponse::Sql(SqlRows { columns: vec![], rows: vec![] });
+    assert!(set.check(&again[0].name, &empty).unwrap().is_err(), "the renewed set judges: no rows is no answer");
+}

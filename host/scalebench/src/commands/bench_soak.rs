@@ -10,7 +10,9 @@
 //! process). At the end it prints each program's PSS and RSS growth from
 //! the first ten minutes to the last ten (a third of the run each, when it
 //! is shorter than half an hour), as MB per hour, against a goal of under
-//! 5 MB/h, and the step's own verdict.
+//! 5 MB/h, with the largest rise between two looks and when it came (a leak
+//! climbs at every look; a one-off, such as the read probes at mid-soak,
+//! all at once), and the step's own verdict.
 //!
 //! A benchmark prints figures; it asserts nothing.
 
@@ -106,6 +108,18 @@ fn print_look(l: &Look, prev: Option<&Look>) {
     println!("{:>6.1} min  {}", l.at_s / 60.0, parts.join(", "));
 }
 
+/// The largest rise of `what` between two consecutive looks in `[from,
+/// to]`, in MB, and when (seconds since the epoch): a trend climbs a little
+/// at every look, a one-off (the mid-soak read probes) all at once.
+fn largest_rise(looks: &[Look], what: Memory, name: &str, (from, to): (f64, f64)) -> Option<(f64, f64)> {
+    let v: Vec<(f64, f64)> = looks
+        .iter()
+        .filter(|l| l.unix_s >= from && l.unix_s <= to)
+        .filter_map(|l| what.of(l, name).map(|b| (l.unix_s, b as f64 / 1e6)))
+        .collect();
+    v.windows(2).map(|w| (w[1].1 - w[0].1, w[1].0)).max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 /// The growth a soak may show: under 5 MB an hour, each program.
 const GROWTH_GOAL_MB_PER_H: f64 = 5.0;
 
@@ -116,7 +130,15 @@ fn growth(looks: &[Look], what: Memory, name: &str, (from, to): (f64, f64), w: f
     match (window_mb(looks, what, name, from, from + w), window_mb(looks, what, name, to - w, to)) {
         (Some((first, t0)), Some((last, t1))) if t1 > t0 => {
             let per_h = (last - first) / (t1 - t0) * 3600.0;
-            println!("  {name:<32} {label} {first:>8.1} MB -> {last:>8.1} MB   {per_h:+.1} MB/h");
+            let jump = largest_rise(looks, what, name, (from, to))
+                .map(|(mb, at)| {
+                    format!(
+                        "   largest rise between two looks: {mb:+.1} MB at {:.1} min of the soak",
+                        (at - from) / 60.0
+                    )
+                })
+                .unwrap_or_default();
+            println!("  {name:<32} {label} {first:>8.1} MB -> {last:>8.1} MB   {per_h:+.1} MB/h{jump}");
             vec![
                 Figure::new(format!("{label} growth of {name}"), per_h, "MB/h").goal(
                     format!("under {GROWTH_GOAL_MB_PER_H} MB/h, first window to last"),
@@ -224,4 +246,28 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
     }
     bench_record::write(&args.record.record, "bench soak", figures)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(unix_s: f64, mb: u64) -> Look {
+        let name = "run".to_string();
+        Look {
+            at_s: unix_s,
+            unix_s,
+            rss: BTreeMap::from([(name.clone(), mb * 1_000_000)]),
+            pss: BTreeMap::from([(name.clone(), Some(mb * 1_000_000))]),
+            cpu_s: BTreeMap::from([(name, 0.0)]),
+        }
+    }
+
+    #[test]
+    fn a_one_off_rise_is_named_with_its_time_and_a_look_outside_the_soak_is_not() {
+        let looks = vec![at(0.0, 10), at(60.0, 11), at(120.0, 12), at(180.0, 40), at(240.0, 41), at(300.0, 500)];
+        let (mb, when) = largest_rise(&looks, Memory::Pss, "run", (0.0, 250.0)).unwrap();
+        assert_eq!((mb, when), (28.0, 180.0));
+        assert!(largest_rise(&looks, Memory::Rss, "other", (0.0, 250.0)).is_none());
+    }
 }

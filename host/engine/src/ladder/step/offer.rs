@@ -195,6 +195,8 @@ pub(super) async fn offer(
                 step_stop: &step_stop,
             };
             take_sample(env, session, &mut o, &mut faults, &load, &mut sampler, phase, now).await;
+            // Freed pages back to the system at every sample (see `memory`).
+            crate::memory::give_back_freed();
         }
         if now >= load_end + Duration::from_secs(30) {
             // The producer ends at the wall-clock end by itself; this is the
@@ -322,6 +324,15 @@ fn start_probes(
                 vec![ProbeResult { name: "setup".into(), ok: false, error: Some(e.to_string()), ..Default::default() }]
             }
         };
+        // The answers are dropped, but the probe set's memory grew to judge
+        // them and never shrinks: a fresh instance for the next step (which
+        // calls setup again). Their pages would stay with this thread's
+        // arena for the rest of the run (see `memory`).
+        if let Err(e) = ps.renew() {
+            tracing::debug!("the probe set kept its instance: {e}");
+        }
+        let given = crate::memory::give_back_freed();
+        tracing::debug!("after the probes, resident memory {:?} -> {:?} bytes", given.rss_before, given.rss_after);
         (ps, results)
     }))
 }
