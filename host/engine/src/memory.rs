@@ -21,17 +21,24 @@ pub struct GivenBack {
     pub rss_after: Option<u64>,
 }
 
-/// Hand freed heap pages back to the system (glibc's `malloc_trim`); a no-op
-/// elsewhere. Takes a few ms while it walks every arena.
+/// Hand freed heap pages back to the system (glibc's `malloc_trim`; a no-op
+/// elsewhere; a few ms while it walks every arena),
+/// with the resident memory before and after (two reads of /proc).
 pub fn give_back_freed() -> GivenBack {
     let rss_before = resident_bytes();
+    trim();
+    GivenBack { rss_before, rss_after: resident_bytes() }
+}
+
+/// [`give_back_freed`] without measuring: what the step calls at every
+/// sample.
+pub fn trim() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only reads and adjusts the allocator's own state,
     // under its own locks; it is safe to call from any thread at any time.
     unsafe {
         libc::malloc_trim(0);
     }
-    GivenBack { rss_before, rss_after: resident_bytes() }
 }
 
 /// This process's resident memory (`/proc/self/statm`), when readable.

@@ -74,14 +74,20 @@ impl Memory {
     }
 }
 
-/// Mean MB (`what`) of `name` over the looks in `[from, to]` (seconds
-/// since the epoch) that measured it, and the window's middle.
-fn window_mb(looks: &[Look], what: Memory, name: &str, from: f64, to: f64) -> Option<(f64, f64)> {
-    let v: Vec<(f64, f64)> = looks
+/// (seconds since the epoch, MB) of `what` of `name` at each look in
+/// `[from, to]` that measured it.
+fn measured_mb(looks: &[Look], what: Memory, name: &str, from: f64, to: f64) -> Vec<(f64, f64)> {
+    looks
         .iter()
         .filter(|l| l.unix_s >= from && l.unix_s <= to)
         .filter_map(|l| what.of(l, name).map(|b| (l.unix_s, b as f64 / 1e6)))
-        .collect();
+        .collect()
+}
+
+/// Mean MB (`what`) of `name` over the looks in `[from, to]` (seconds
+/// since the epoch) that measured it, and the window's middle.
+fn window_mb(looks: &[Look], what: Memory, name: &str, from: f64, to: f64) -> Option<(f64, f64)> {
+    let v = measured_mb(looks, what, name, from, to);
     if v.is_empty() {
         return None;
     }
@@ -112,11 +118,7 @@ fn print_look(l: &Look, prev: Option<&Look>) {
 /// to]`, in MB, and when (seconds since the epoch): a trend climbs a little
 /// at every look, a one-off (the mid-soak read probes) all at once.
 fn largest_rise(looks: &[Look], what: Memory, name: &str, (from, to): (f64, f64)) -> Option<(f64, f64)> {
-    let v: Vec<(f64, f64)> = looks
-        .iter()
-        .filter(|l| l.unix_s >= from && l.unix_s <= to)
-        .filter_map(|l| what.of(l, name).map(|b| (l.unix_s, b as f64 / 1e6)))
-        .collect();
+    let v = measured_mb(looks, what, name, from, to);
     v.windows(2).map(|w| (w[1].1 - w[0].1, w[1].0)).max_by(|a, b| a.0.total_cmp(&b.0))
 }
 

@@ -196,7 +196,7 @@ pub(super) async fn offer(
             };
             take_sample(env, session, &mut o, &mut faults, &load, &mut sampler, phase, now).await;
             // Freed pages back to the system at every sample (see `memory`).
-            crate::memory::give_back_freed();
+            crate::memory::trim();
         }
         if now >= load_end + Duration::from_secs(30) {
             // The producer ends at the wall-clock end by itself; this is the
