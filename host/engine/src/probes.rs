@@ -20,7 +20,7 @@ use plugin_runtime::ProbeSet;
 
 use crate::budgets::Budgets;
 use crate::results::ProbeResult;
-use crate::services::StackServices;
+use crate::services::{StackServices, PROBES_ROLE};
 
 /// Warm runs per probe that the original Baler scale-test plan uses ("5 runs, warm median").
 pub const DEFAULT_WARM_RUNS: usize = 5;
@@ -49,7 +49,7 @@ fn run_label(i: usize) -> String {
 fn run_once(plugin: &str, probe: &Probe, services: &StackServices) -> Result<ProbeResponse, String> {
     match &probe.request {
         ProbeRequest::Sql(q) => {
-            let (r, _) = services.timed_sql(plugin, &q.database, &q.statement, &q.params);
+            let (r, _) = services.timed_sql_as(PROBES_ROLE, plugin, &q.database, &q.statement, &q.params);
             let rows = r.map_err(|e| format!("SQL on `{}`: {e}", q.database))?;
             Ok(ProbeResponse::Sql(rows))
         }
@@ -339,6 +339,11 @@ pub fn run_probes_until(
             note,
         });
     }
+    // The SUT's backend that served the probes keeps what their reads made
+    // it allocate for as long as the connection lives: closed here, it gives
+    // that back (the next step's probe set opens a new one; its cold run
+    // then includes the connection, as a cold run should).
+    services.close_role(PROBES_ROLE);
     out
 }
 

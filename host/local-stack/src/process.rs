@@ -264,14 +264,18 @@ fn rss_bytes(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// The `Pss:` line of /proc/<pid>/smaps_rollup (in kB there).
-fn pss_bytes(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    pss_from_rollup(&text)
+/// The `Pss:` and `Pss_Anon:` lines of /proc/<pid>/smaps_rollup (None each
+/// when unreadable).
+fn pss_bytes(pid: u32) -> (Option<u64>, Option<u64>) {
+    match std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+        Ok(text) => (rollup_line(&text, "Pss:"), rollup_line(&text, "Pss_Anon:")),
+        Err(_) => (None, None),
+    }
 }
 
-fn pss_from_rollup(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("Pss:"))?;
+/// The value of the rollup's line `key`, in bytes (kB there).
+fn rollup_line(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
@@ -407,6 +411,11 @@ pub struct ProcUsage {
     /// (PostgreSQL's backends and its shared buffers). `None` when
     /// /proc/<pid>/smaps_rollup cannot be read: not measured, never zero.
     pub pss_bytes: Option<u64>,
+    /// The anonymous part of the PSS: heap, stacks and private mappings,
+    /// where a leak grows. Shared memory (PostgreSQL's shared buffers, a
+    /// cache bounded by its setting, which fills as data arrives) and mapped
+    /// files are left out. `None` when unreadable.
+    pub pss_anon_bytes: Option<u64>,
 }
 
 /// Every live process of the tree under `root` (itself included).
@@ -416,12 +425,14 @@ pub fn tree_usage(root: u32) -> Vec<ProcUsage> {
         .into_iter()
         .filter_map(|(pid, _)| {
             let stat = read_stat(pid)?;
+            let (pss_bytes, pss_anon_bytes) = pss_bytes(pid);
             Some(ProcUsage {
                 pid,
                 name: program_name(pid),
                 cpu_seconds: stat.ticks as f64 / tick,
                 rss_bytes: rss_bytes(pid),
-                pss_bytes: pss_bytes(pid),
+                pss_bytes,
+                pss_anon_bytes,
             })
         })
         .collect()
@@ -516,12 +527,53 @@ mod tests {
         assert!(pss < rss, "PSS {pss} vs RSS {rss}: {tree:?}");
     }
 
+    /// A leak grows the anonymous PSS; a shared cache filling up (as
+    /// PostgreSQL's shared buffers do) grows the PSS but not its anonymous
+    /// part.
+    #[test]
+    fn heap_grows_the_anonymous_pss_and_shared_memory_does_not() {
+        const MB64: usize = 64 << 20;
+        let me = std::process::id();
+        let read = || pss_bytes(me);
+        let (pss0, anon0) = read();
+        let mut heap = vec![0u8; MB64];
+        heap.iter_mut().step_by(4096).for_each(|b| *b = 1);
+        let (pss1, anon1) = read();
+        let shared = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                MB64,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(shared, libc::MAP_FAILED);
+        let bytes = unsafe { std::slice::from_raw_parts_mut(shared as *mut u8, MB64) };
+        bytes.iter_mut().step_by(4096).for_each(|b| *b = 1);
+        let (pss2, anon2) = read();
+        unsafe { libc::munmap(shared, MB64) };
+        std::hint::black_box(&heap);
+        let mb = |a: Option<u64>, b: Option<u64>| (b.unwrap() as f64 - a.unwrap() as f64) / 1048576.0;
+        assert!(
+            mb(anon0, anon1) > 60.0 && mb(pss0, pss1) > 60.0,
+            "heap: anon {:.1} MB, PSS {:.1} MB",
+            mb(anon0, anon1),
+            mb(pss0, pss1)
+        );
+        assert!(mb(pss1, pss2) > 60.0, "shared memory: PSS {:.1} MB", mb(pss1, pss2));
+        assert!(mb(anon1, anon2).abs() < 8.0, "shared memory moved the anonymous PSS by {:.1} MB", mb(anon1, anon2));
+    }
+
     #[test]
     fn pss_is_read_from_its_line_in_kilobytes_and_unreadable_is_none() {
         let rollup = "55d0c8a3a000-7ffd1b5f7000 ---p 00000000 00:00 0    [rollup]\nRss:                1664 kB\nPss:                 245 kB\nPss_Dirty:            84 kB\n";
-        assert_eq!(pss_from_rollup(rollup), Some(245 * 1024));
-        assert_eq!(pss_from_rollup("Rss: 1664 kB\n"), None);
-        assert_eq!(pss_from_rollup("Pss: many kB\n"), None);
-        assert_eq!(pss_bytes(u32::MAX), None);
+        assert_eq!(rollup_line(rollup, "Pss:"), Some(245 * 1024));
+        assert_eq!(rollup_line(rollup, "Pss_Anon:"), None);
+        assert_eq!(rollup_line("Rss: 1664 kB\nPss_Anon:  84 kB\n", "Pss_Anon:"), Some(84 * 1024));
+        assert_eq!(rollup_line("Rss: 1664 kB\n", "Pss:"), None);
+        assert_eq!(rollup_line("Pss: many kB\n", "Pss:"), None);
+        assert_eq!(pss_bytes(u32::MAX), (None, None));
     }
 }

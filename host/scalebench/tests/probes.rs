@@ -381,3 +381,57 @@ fn a_renewed_probe_set_gives_back_the_memory_a_large_answer_grew() {
     let empty = ProbeResponse::Sql(SqlRows { columns: vec![], rows: vec![] });
     assert!(set.check(&again[0].name, &empty).unwrap().is_err(), "the renewed set judges: no rows is no answer");
 }
+
+/// The server's backend that ran the probes keeps what their reads made it
+/// allocate for as long as its connection lives (an hour-long soak saw
+/// PostgreSQL hold 80 MB more from the probes to the end): the probes close
+/// their connections when they are done, the setup's reads' included, and
+/// the next probes open new ones.
+#[test]
+fn the_probes_close_their_connections_when_done() {
+    use scalebench::services::{Scoped, PROBES_ROLE};
+    let pg = TestPg::start();
+    let mut admin = pg.client();
+    admin.batch_execute(SCHEMA).unwrap();
+    admin
+        .batch_execute(
+            "INSERT INTO point_history (point, ts, value) \
+             SELECT 's0/e' || (i / 10) || '/temp' || (i % 10 + 1), now() - k * interval '10 s', i + k \
+             FROM generate_series(0, 19) i, generate_series(0, 179) k; ANALYZE point_history;",
+        )
+        .unwrap();
+    // Open backends of the services, and sessions ever opened on the database.
+    let mut backends = || -> (i64, i64) {
+        let r = admin
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = 'scalebench'), \
+                 (SELECT sessions FROM pg_stat_database WHERE datname = current_database())",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let services = Arc::new(services(&pg));
+    let rt = runtime();
+    let plugin = rt.load_bytes("historian-sql", builtin("historian-sql")).unwrap();
+    let mut set = ProbeSet::instantiate(&rt, &plugin, Scoped::shared(&services, PROBES_ROLE)).unwrap();
+    let generous = budgets(
+        r#"{"probes": {"latest-all": {"budget_s": 10}, "hour-1000": {"budget_s": 10}, "day-1": {"budget_s": 10}}}"#,
+    );
+    for round in 1..=2 {
+        let (_, sessions) = backends();
+        let probes = set.setup("", &points(20)).unwrap();
+        let res = run_probes(&mut set, &probes, &services, &generous, 2);
+        assert!(res.iter().all(|r| r.ok), "round {round}: {res:?}");
+        // The server takes the backend away a moment after the client's goodbye.
+        let closed = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            backends().0 == 0
+        });
+        let (open, after) = backends();
+        assert!(closed, "round {round}: {open} backend(s) of the probes still open after them");
+        // One connection for the probes' runs (the admin's own session counts
+        // when it ends, so it does not move this figure), opened anew each round.
+        assert_eq!(after - sessions, 1, "round {round}: sessions opened by the probes");
+    }
+}

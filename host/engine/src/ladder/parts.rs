@@ -125,7 +125,7 @@ impl SessionParts for Plugins<'_> {
                 Some(spec) => {
                     let p = crate::catalog::load(rt, spec)?;
                     plugins_used.insert(format!("probes:{spec}"), p.sha256.clone());
-                    Some(ProbeSet::instantiate(rt, &p, Scoped::shared(services, "probes"))?)
+                    Some(ProbeSet::instantiate(rt, &p, Scoped::shared(services, crate::services::PROBES_ROLE))?)
                 }
                 None => None,
             };

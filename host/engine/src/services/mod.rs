@@ -12,6 +12,10 @@
 //!   lazily, behind a `Mutex`. A role is who asks: the counting adapter, the
 //!   canary poller, the probe set ([`Scoped`] hands a plugin its role), so a
 //!   slow probe never delays the canary poll and so never inflates lag.
+//!   [`StackServices::close_role`] closes a role's connections: the probes
+//!   close theirs when they are done, so the SUT's backend that served them
+//!   gives back what a large read made it allocate, rather than holding it
+//!   for the rest of the run (an hour-long soak saw PostgreSQL keep 80 MB).
 //!   [`StackServices::pg_roundtrip`] uses a connection of its own too.
 //! - **Read-only.** Every plugin statement runs in a transaction opened
 //!   `READ ONLY` (and every connection has `default_transaction_read_only`),
@@ -98,6 +102,8 @@ type Conn = Mutex<Option<postgres::Client>>;
 
 /// The role whose connection a request uses when none is given.
 pub const DEFAULT_ROLE: &str = "plugins";
+/// The probe set's role: its `setup` reads and every timed probe run.
+pub const PROBES_ROLE: &str = "probes";
 
 /// SQL and HTTP against the run's own stack, timed; see the module docs.
 pub struct StackServices {

@@ -6,8 +6,11 @@
 //! historian) and prints memory and CPU by program: proportional set size
 //! (PSS: each shared page divided among the processes sharing it, so
 //! PostgreSQL's backends and shared buffers add up to what the service
-//! holds) beside resident memory (RSS, which counts a shared page once per
-//! process). At the end it prints each program's PSS and RSS growth from
+//! holds), its anonymous part (heap PSS: where a leak grows, without
+//! shared memory such as PostgreSQL's shared buffers, a cache that fills
+//! up to its configured size as data arrives, nor mapped files) and
+//! resident memory (RSS, which counts a shared page once per process). At
+//! the end it prints each program's PSS, heap PSS and RSS growth from
 //! the first ten minutes to the last ten (a third of the run each, when it
 //! is shorter than half an hour), as MB per hour, against a goal of under
 //! 5 MB/h, with the largest rise between two looks and when it came (a leak
@@ -36,26 +39,35 @@ struct Look {
     rss: BTreeMap<String, u64>,
     /// `None` when any of the program's processes could not be read.
     pss: BTreeMap<String, Option<u64>>,
+    /// The anonymous part of the PSS (heap), as `pss`.
+    anon: BTreeMap<String, Option<u64>>,
     cpu_s: BTreeMap<String, f64>,
 }
 
 fn look(root: u32, started: Instant) -> Look {
     let mut rss = BTreeMap::new();
     let mut pss: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let mut anon: BTreeMap<String, Option<u64>> = BTreeMap::new();
     let mut cpu_s = BTreeMap::new();
     for p in local_stack::tree_usage(root) {
         *rss.entry(p.name.clone()).or_insert(0) += p.rss_bytes;
-        let sum = pss.entry(p.name.clone()).or_insert(Some(0));
-        *sum = sum.zip(p.pss_bytes).map(|(a, b)| a + b);
+        for (map, bytes) in [(&mut pss, p.pss_bytes), (&mut anon, p.pss_anon_bytes)] {
+            let sum = map.entry(p.name.clone()).or_insert(Some(0));
+            *sum = sum.zip(bytes).map(|(a, b)| a + b);
+        }
         *cpu_s.entry(p.name).or_insert(0.0) += p.cpu_seconds;
     }
-    Look { at_s: started.elapsed().as_secs_f64(), unix_s: crate::clock::now_ms() as f64 / 1e3, rss, pss, cpu_s }
+    let unix_s = crate::clock::now_ms() as f64 / 1e3;
+    Look { at_s: started.elapsed().as_secs_f64(), unix_s, rss, pss, anon, cpu_s }
 }
 
 /// Which memory figure a window averages.
 #[derive(Clone, Copy)]
 enum Memory {
     Pss,
+    /// The anonymous part of the PSS: heap, where a leak grows, without
+    /// shared memory (a cache bounded by its setting) or mapped files.
+    Anon,
     Rss,
 }
 
@@ -63,12 +75,14 @@ impl Memory {
     fn of(self, l: &Look, name: &str) -> Option<u64> {
         match self {
             Memory::Pss => l.pss.get(name).copied().flatten(),
+            Memory::Anon => l.anon.get(name).copied().flatten(),
             Memory::Rss => l.rss.get(name).copied(),
         }
     }
     fn word(self) -> &'static str {
         match self {
             Memory::Pss => "PSS",
+            Memory::Anon => "heap PSS",
             Memory::Rss => "RSS",
         }
     }
@@ -104,11 +118,11 @@ fn print_look(l: &Look, prev: Option<&Look>) {
                 .and_then(|p| p.cpu_s.get(name).map(|c0| (l.cpu_s[name] - c0).max(0.0) / (l.at_s - p.at_s).max(1e-3)))
                 .map(|f| format!(" {:.0}%", f * 100.0))
                 .unwrap_or_default();
-            let pss = match l.pss.get(name).copied().flatten() {
-                Some(p) => format!("PSS {:.0} MB", p as f64 / 1e6),
-                None => "PSS n/m".to_string(),
+            let mb = |m: Memory| match m.of(l, name) {
+                Some(p) => format!("{} {:.0} MB", m.word(), p as f64 / 1e6),
+                None => format!("{} n/m", m.word()),
             };
-            format!("{name} {pss} (RSS {:.0} MB){cpu}", *b as f64 / 1e6)
+            format!("{name} {} ({}, RSS {:.0} MB){cpu}", mb(Memory::Pss), mb(Memory::Anon), *b as f64 / 1e6)
         })
         .collect();
     println!("{:>6.1} min  {}", l.at_s / 60.0, parts.join(", "));
@@ -189,7 +203,7 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let root = child.id();
     println!(
-        "{:>10}  proportional (PSS) and resident (RSS) memory and CPU (100% = a core) by program, scalebench's run and its stack",
+        "{:>10}  proportional memory (PSS, and its heap part), resident memory (RSS) and CPU (100% = a core) by program, scalebench's run and its stack",
         "time"
     );
     let mut looks: Vec<Look> = Vec::new();
@@ -233,7 +247,7 @@ pub fn run(args: SoakBenchArgs) -> anyhow::Result<()> {
     );
     let mut figures = Vec::new();
     for name in &names {
-        for what in [Memory::Pss, Memory::Rss] {
+        for what in [Memory::Pss, Memory::Anon, Memory::Rss] {
             figures.extend(growth(&looks, what, name, (load_from, load_to), w));
         }
     }
@@ -261,6 +275,7 @@ mod tests {
             unix_s,
             rss: BTreeMap::from([(name.clone(), mb * 1_000_000)]),
             pss: BTreeMap::from([(name.clone(), Some(mb * 1_000_000))]),
+            anon: BTreeMap::from([(name.clone(), Some(mb * 500_000))]),
             cpu_s: BTreeMap::from([(name, 0.0)]),
         }
     }
