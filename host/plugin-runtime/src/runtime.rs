@@ -58,12 +58,11 @@ pub struct Plugin {
 }
 
 pub struct Runtime {
-    engine: Engine,
+    /// The engine, the limits and the host world's linker.
+    maker: StoreMaker,
     cache: Cache,
-    pub limits: Limits,
     stop_ticker: Arc<AtomicBool>,
     pub(crate) linker_model: Linker<StoreState>,
-    pub(crate) linker_host: Linker<StoreState>,
 }
 
 impl Drop for Runtime {
@@ -135,11 +134,17 @@ impl Runtime {
         )?;
 
         let cache = Cache::new(&engine, cache_dir);
-        Ok(Runtime { engine, cache, limits, stop_ticker: stop, linker_model, linker_host })
+        let maker = StoreMaker { engine, limits, linker_host };
+        Ok(Runtime { maker, cache, stop_ticker: stop, linker_model })
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.maker.engine
+    }
+
+    /// What every plugin this runtime instantiates may use.
+    pub fn limits(&self) -> &Limits {
+        &self.maker.limits
     }
 
     pub fn cache_dir(&self) -> Option<&Path> {
@@ -160,11 +165,11 @@ impl Runtime {
         let sha256 = cache::wasm_sha256(bytes);
         let (component, source) = self
             .cache
-            .get_or_compile(&self.engine, &sha256, bytes)
+            .get_or_compile(self.engine(), &sha256, bytes)
             .map_err(|e| PluginError::Compile { plugin: name.into(), detail: format!("{e:#}") })?;
         let ty = component.component_type();
-        let imports: Vec<String> = ty.imports(&self.engine).map(|(n, _)| n.to_string()).collect();
-        let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
+        let imports: Vec<String> = ty.imports(self.engine()).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(self.engine()).map(|(n, _)| n.to_string()).collect();
         let world = validate::check_world(name, &exports, &imports)?;
         Ok(Plugin {
             name: name.into(),
@@ -179,17 +184,10 @@ impl Runtime {
         })
     }
 
-    pub(crate) fn new_store(&self, plugin: &Plugin, services: Arc<dyn HostServices>) -> Store<StoreState> {
-        new_store(&self.engine, &self.limits, plugin, services)
-    }
-
-    pub(crate) fn ticks(&self) -> u64 {
-        ticks(&self.limits)
-    }
-
-    /// What instantiating again needs, apart from this runtime.
-    pub(crate) fn store_maker(&self) -> StoreMaker {
-        StoreMaker { engine: self.engine.clone(), limits: self.limits, linker_host: self.linker_host.clone() }
+    /// What a store and a host-world instance need: the runtime's own,
+    /// or a clone of it to instantiate again where the runtime is not at hand.
+    pub(crate) fn store_maker(&self) -> &StoreMaker {
+        &self.maker
     }
 }
 

@@ -136,11 +136,12 @@ pub struct ValueModel {
 impl ValueModel {
     pub fn instantiate(rt: &Runtime, plugin: &Plugin) -> Result<ValueModel, PluginError> {
         expect_world(plugin, World::ValueModel)?;
-        let mut store = rt.new_store(plugin, Arc::new(crate::NoServices));
-        store.set_epoch_deadline(rt.ticks());
+        let maker = rt.store_maker();
+        let mut store = maker.new_store(plugin, Arc::new(crate::NoServices));
+        store.set_epoch_deadline(maker.ticks());
         let instance = match rt.linker_model.instantiate(&mut store, &plugin.component) {
             Ok(i) => i,
-            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            Err(e) => return Err(instantiate_err(plugin, &maker.limits, &store, e)),
         };
         let bindings = match model::ValueModelPlugin::new(&mut store, &instance) {
             Ok(b) => b,
@@ -150,8 +151,8 @@ impl ValueModel {
             name: plugin.name.clone(),
             store,
             bindings,
-            limits: rt.limits,
-            ticks: rt.ticks(),
+            limits: maker.limits,
+            ticks: maker.ticks(),
             poisoned: false,
         };
         let info = g.call("info", |b, s| b.scalebench_plugin_value_model().call_info(s))?;
@@ -229,7 +230,7 @@ impl ProbeSet {
         services: Arc<dyn HostServices>,
     ) -> Result<ProbeSet, PluginError> {
         expect_world(plugin, World::ProbeSet)?;
-        Self::instantiate_from((rt.store_maker(), plugin.clone(), services))
+        Self::instantiate_from((rt.store_maker().clone(), plugin.clone(), services))
     }
 
     fn instantiate_from(source: (StoreMaker, Plugin, Arc<dyn HostServices>)) -> Result<ProbeSet, PluginError> {
@@ -356,11 +357,12 @@ impl TargetAdapter {
         services: Arc<dyn HostServices>,
     ) -> Result<TargetAdapter, PluginError> {
         expect_world(plugin, World::TargetAdapter)?;
-        let mut store = rt.new_store(plugin, services);
-        store.set_epoch_deadline(rt.ticks());
-        let instance = match rt.linker_host.instantiate(&mut store, &plugin.component) {
+        let maker = rt.store_maker();
+        let mut store = maker.new_store(plugin, services);
+        store.set_epoch_deadline(maker.ticks());
+        let instance = match maker.linker_host.instantiate(&mut store, &plugin.component) {
             Ok(i) => i,
-            Err(e) => return Err(instantiate_err(plugin, &rt.limits, &store, e)),
+            Err(e) => return Err(instantiate_err(plugin, &maker.limits, &store, e)),
         };
         let main = match adapter::TargetAdapterPlugin::new(&mut store, &instance) {
             Ok(b) => b,
@@ -386,8 +388,8 @@ impl TargetAdapter {
             name: plugin.name.clone(),
             store,
             bindings,
-            limits: rt.limits,
-            ticks: rt.ticks(),
+            limits: maker.limits,
+            ticks: maker.ticks(),
             poisoned: false,
         };
         let info = g.call("info", |b, s| b.main.scalebench_plugin_target_adapter().call_info(s))?;

@@ -189,11 +189,11 @@ fn measure(
         best.as_secs_f64() * 1e9 / points as f64,
         bytes as f64 / points as f64,
         mib(a.memory_bytes()),
-        mib(rt.limits.memory_bytes)
+        mib(rt.limits().memory_bytes)
     ));
     report.expect(
-        best < rt.limits.call_timeout / 10,
-        format!("encode stays under a tenth of the call limit ({})", ms(rt.limits.call_timeout / 10)),
+        best < rt.limits().call_timeout / 10,
+        format!("encode stays under a tenth of the call limit ({})", ms(rt.limits().call_timeout / 10)),
         "make encode cheaper per reading: the host asks for thousands a call",
     );
     Ok(())

@@ -119,7 +119,7 @@ fn run(
     }
 
     check_values(&tags, &first, &samples, report);
-    measure(&mut m, &rt.limits, report)?;
+    measure(&mut m, rt.limits(), report)?;
     Ok(())
 }
 

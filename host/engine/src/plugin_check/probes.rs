@@ -65,7 +65,7 @@ fn calls(c: ProbeCheck<'_>, report: &mut Report) -> Result<(), plugin_runtime::P
         points.len(),
         ms(setup_time),
         mib(ps.memory_bytes()),
-        mib(rt.limits.memory_bytes)
+        mib(rt.limits().memory_bytes)
     ));
     Ok(())
 }
