@@ -266,7 +266,7 @@ fn rss_bytes(pid: u32) -> u64 {
 
 /// The `Pss:` and `Pss_Anon:` lines of /proc/<pid>/smaps_rollup (None each
 /// when unreadable).
-fn pss_bytes(pid: u32) -> (Option<u64>, Option<u64>) {
+fn pss_and_anon_bytes(pid: u32) -> (Option<u64>, Option<u64>) {
     match std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
         Ok(text) => (rollup_line(&text, "Pss:"), rollup_line(&text, "Pss_Anon:")),
         Err(_) => (None, None),
@@ -425,7 +425,7 @@ pub fn tree_usage(root: u32) -> Vec<ProcUsage> {
         .into_iter()
         .filter_map(|(pid, _)| {
             let stat = read_stat(pid)?;
-            let (pss_bytes, pss_anon_bytes) = pss_bytes(pid);
+            let (pss_bytes, pss_anon_bytes) = pss_and_anon_bytes(pid);
             Some(ProcUsage {
                 pid,
                 name: program_name(pid),
@@ -534,7 +534,7 @@ mod tests {
     fn heap_grows_the_anonymous_pss_and_shared_memory_does_not() {
         const MB64: usize = 64 << 20;
         let me = std::process::id();
-        let read = || pss_bytes(me);
+        let read = || pss_and_anon_bytes(me);
         let (pss0, anon0) = read();
         let mut heap = vec![0u8; MB64];
         heap.iter_mut().step_by(4096).for_each(|b| *b = 1);
@@ -574,6 +574,6 @@ mod tests {
         assert_eq!(rollup_line("Rss: 1664 kB\nPss_Anon:  84 kB\n", "Pss_Anon:"), Some(84 * 1024));
         assert_eq!(rollup_line("Rss: 1664 kB\n", "Pss:"), None);
         assert_eq!(rollup_line("Pss: many kB\n", "Pss:"), None);
-        assert_eq!(pss_bytes(u32::MAX), (None, None));
+        assert_eq!(pss_and_anon_bytes(u32::MAX), (None, None));
     }
 }

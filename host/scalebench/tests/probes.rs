@@ -236,12 +236,11 @@ const SCHEMA: &str =
     stored_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (point, ts)); \
     CREATE INDEX point_history_ts ON point_history (ts);";
 
-#[test]
-fn historian_sql_probes_within_and_over_budget() {
-    let pg = TestPg::start();
+/// The historian's schema with 20 points, a reading every 10 s over the
+/// last 30 minutes, plus canaries; the admin connection that wrote them.
+fn half_an_hour_of_20_points(pg: &TestPg) -> postgres::Client {
     let mut admin = pg.client();
     admin.batch_execute(SCHEMA).unwrap();
-    // 20 points, a reading every 10 s over the last 30 minutes, plus canaries.
     admin
         .batch_execute(
             "INSERT INTO point_history (point, ts, value) \
@@ -251,6 +250,13 @@ fn historian_sql_probes_within_and_over_budget() {
              ANALYZE point_history;",
         )
         .unwrap();
+    admin
+}
+
+#[test]
+fn historian_sql_probes_within_and_over_budget() {
+    let pg = TestPg::start();
+    let mut admin = half_an_hour_of_20_points(&pg);
 
     let services = Arc::new(services(&pg));
     let rt = runtime();
@@ -391,15 +397,7 @@ fn a_renewed_probe_set_gives_back_the_memory_a_large_answer_grew() {
 fn the_probes_close_their_connections_when_done() {
     use scalebench::services::{Scoped, PROBES_ROLE};
     let pg = TestPg::start();
-    let mut admin = pg.client();
-    admin.batch_execute(SCHEMA).unwrap();
-    admin
-        .batch_execute(
-            "INSERT INTO point_history (point, ts, value) \
-             SELECT 's0/e' || (i / 10) || '/temp' || (i % 10 + 1), now() - k * interval '10 s', i + k \
-             FROM generate_series(0, 19) i, generate_series(0, 179) k; ANALYZE point_history;",
-        )
-        .unwrap();
+    let mut admin = half_an_hour_of_20_points(&pg);
     // Open backends of the services, and sessions ever opened on the database.
     let mut backends = || -> (i64, i64) {
         let r = admin

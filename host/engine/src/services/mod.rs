@@ -280,8 +280,15 @@ impl Drop for StackServices {
         let roles: Vec<std::sync::Arc<Conn>> =
             self.conns.get_mut().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, c)| c).collect();
         let conns: Vec<Conn> = self.ping_conns.drain().map(|(_, c)| c).collect();
-        let _ = std::thread::spawn(move || drop((roles, conns))).join();
+        close_on_a_plain_thread((roles, conns));
     }
+}
+
+/// Drop `connections` on a thread of their own and wait for it: the sync
+/// `postgres` client shuts its connection down by blocking on a runtime of
+/// its own, which panics inside an async context.
+fn close_on_a_plain_thread<T: Send + 'static>(connections: T) {
+    let _ = std::thread::spawn(move || drop(connections)).join();
 }
 
 #[cfg(test)]

@@ -78,22 +78,20 @@ impl StackServices {
     /// Close `role`'s connections to every database service; its next
     /// request opens a new one. A connection busy with a request (a probe
     /// run given up at its deadline, still waiting on a frozen server) is
-    /// left to that request. The sync client shuts down by blocking on a
-    /// runtime of its own, so the connections close on a plain thread.
+    /// left to that request.
     pub fn close_role(&self, role: &str) {
         let prefix = format!("{role}/");
-        let mut map = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        let keys: Vec<String> = map.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
         let mut clients: Vec<postgres::Client> = Vec::new();
-        for k in keys {
-            let Ok(client) = map[&k].try_lock().map(|mut c| c.take()) else { continue };
-            map.remove(&k);
-            clients.extend(client);
-        }
-        drop(map);
-        if !clients.is_empty() {
-            let _ = std::thread::spawn(move || drop(clients)).join();
-        }
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, slot| {
+            if !k.starts_with(&prefix) {
+                return true;
+            }
+            // Busy: kept for the request that holds it.
+            let Ok(mut c) = slot.try_lock() else { return true };
+            clients.extend(c.take());
+            false
+        });
+        super::close_on_a_plain_thread(clients);
     }
 
     /// Run `statement` with `params` on database service `database`, timed,
