@@ -140,6 +140,9 @@ struct RecorderWire {
     service_sum_us: u64,
     send_lag_us: String,
     per_second_us: BTreeMap<i64, String>,
+    /// Seconds settled to their p99 (µs; null: not known).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    per_second_p99_us: BTreeMap<i64, Option<u64>>,
     per_second: bool,
     enabled: bool,
     last_answer_ns: Option<i64>,
@@ -180,6 +183,7 @@ impl From<Recorder> for RecorderWire {
             service_sum_us: r.service_sum_us,
             send_lag_us: histogram_to_wire(&r.send_lag_us),
             per_second_us: r.per_second_us.iter().map(|(s, h)| (s, histogram_to_wire(&h))).collect(),
+            per_second_p99_us: r.per_second_us.settled().clone(),
             per_second: r.per_second,
             enabled: r.enabled,
             last_answer_ns: r.last_answer_ns,
@@ -197,7 +201,10 @@ impl TryFrom<RecorderWire> for Recorder {
         for (s, h) in &w.per_second_us {
             seconds.push((*s, histogram_from_wire(h)?));
         }
-        let per_second_us: PerSecondLatency = seconds.into_iter().collect();
+        let mut per_second_us: PerSecondLatency = seconds.into_iter().collect();
+        for (s, p99) in w.per_second_p99_us {
+            per_second_us.add_settled(s, p99);
+        }
         Ok(Recorder {
             from_ms: w.from_ms,
             intended_us: histogram_from_wire(&w.intended_us)?,
@@ -338,7 +345,7 @@ impl Recorder {
 
     /// Intended-time latency p99 (s) of the answers that arrived in second `s`.
     pub fn p99_in_second_s(&self, s: i64) -> Option<f64> {
-        self.per_second_us.get(s).filter(|h| !h.is_empty()).map(|h| h.value_at_quantile(0.99) as f64 / 1e6)
+        self.per_second_us.p99(s).map(|us| us as f64 / 1e6)
     }
 }
 
@@ -518,11 +525,14 @@ mod tests {
         a.answered(t(0, 0), 2, ms(5_000), true);
         a.answered(t(100, 150), 7, ms(1_250), true);
         a.unanswered(t(6_000, 6_000));
+        a.per_second_us.add_settled(-5, Some(1_234));
+        a.per_second_us.add_settled(-4, None);
         let json = serde_json::to_string(&a).unwrap();
         let b: Recorder = serde_json::from_str(&json).unwrap();
         assert_eq!(b.intended_us, a.intended_us);
         assert_eq!(b.service_us, a.service_us);
         assert_eq!(b.per_second_us, a.per_second_us);
+        assert_eq!((b.p99_in_second_s(-5), b.p99_in_second_s(-4)), (Some(0.001234), None));
         assert_eq!(b.longest_silence, a.longest_silence);
         assert_eq!((b.last_answer_ns, b.unanswered_since_ns), (a.last_answer_ns, a.unanswered_since_ns));
         assert_eq!(Quantiles::of(&b.intended_us), Quantiles::of(&a.intended_us));

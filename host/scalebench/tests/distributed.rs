@@ -539,6 +539,12 @@ fn adds_up(s: &serde_json::Value, err: &str) {
     let sum = |k: &str| -> u64 { s["series"][k].as_array().unwrap().iter().map(n).sum() };
     assert_eq!(sum("offered"), n(&g["offered"]), "offered per second adds up to the total: {}", s["series"]["offered"]);
     assert_eq!(sum("acked"), n(&g["acked"]), "acked per second adds up to the total: {}", s["series"]["acked"]);
+    // The workers keep their seconds' histograms for the coordinator to
+    // merge: a second acked has its p99.
+    let p99 = s["series"]["ack_latency_p99_s"].as_array().unwrap();
+    for (k, a) in s["series"]["acked"].as_array().unwrap().iter().enumerate() {
+        assert!(n(a) == 0 || p99[k].as_f64().is_some(), "second {k}: {a} acked, no p99: {p99:?}");
+    }
 }
 
 /// A hand-started worker killed (SIGKILL) four seconds into the soak: the

@@ -152,6 +152,15 @@ fn a_clean_ladder_passes_with_stored_equal_to_acked() {
     assert!((120.0..280.0).contains(&stored_rps), "stored_rps {stored_rps} at 200 readings/s");
     let probes = s["probes"].as_array().unwrap();
     assert!(probes.len() >= 3 && probes.iter().all(|p| p["ok"] == true), "{probes:?}");
+    // Every second with acks has its p99 (most of them settled mid-step,
+    // the last few read from their histograms), every other has none.
+    let acked_by_second = s["series"]["acked"].as_array().unwrap();
+    let p99_by_second = s["series"]["ack_latency_p99_s"].as_array().unwrap();
+    assert_eq!(acked_by_second.len(), p99_by_second.len());
+    for (k, (a, p)) in acked_by_second.iter().zip(p99_by_second).enumerate() {
+        let acked = a.as_u64().unwrap() > 0;
+        assert_eq!(acked, p.as_f64().is_some_and(|p| p > 0.0), "second {k}: {a} acked, p99 {p}");
+    }
     assert_eq!(r["max_passing_points"], 200);
     assert!(r["hardware"]["nproc"].as_u64().unwrap() >= 1);
     let table = String::from_utf8_lossy(&run.out.stdout);

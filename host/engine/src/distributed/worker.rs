@@ -376,6 +376,8 @@ async fn start(w: Arc<Worker>, body: Bytes) -> Response {
         canaries: false,
     };
     transport.live().soak_from_ms.store(req.start_ms + req.warmup_ms as i64, Ordering::Relaxed);
+    // The coordinator merges the workers' seconds: each keeps its histograms.
+    transport.live().keep_second_histograms.store(true, Ordering::Relaxed);
     // The producer stops itself when its coordinator falls silent for as
     // long as the coordinator takes to count this worker lost.
     let leash = loadgen::Leash { contact_ns: w.contact_ns.clone(), silence: wire::HEARTBEAT_LOST };

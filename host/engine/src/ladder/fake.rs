@@ -186,6 +186,7 @@ impl Transport for FakeTransport {
         Box::pin(async move {
             let deadline = Instant::now() + drain;
             let mut all = AckCounts::default();
+            let live = self.pool.live.clone();
             for c in self.pool.conns {
                 drop(c.tx);
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -198,6 +199,7 @@ impl Transport for FakeTransport {
                 counts.close(now_ns());
                 all.merge(&counts);
             }
+            live.add_seconds_to(&mut all);
             all
         })
     }

@@ -90,6 +90,8 @@ impl LoadSource for FakeWorkers {
         let mut transports = Vec::new();
         for _ in 0..self.count {
             let t = rt.block_on(crate::transport::Carrier::open(&self.carrier))?;
+            // As a real worker: its seconds are merged with the others'.
+            t.live().keep_second_histograms.store(true, Ordering::Relaxed);
             workers.push(FakeWorker { senders: t.senders(), acks: t.live().clone(), ..Default::default() });
             transports.push(t);
         }

@@ -204,6 +204,7 @@ impl HttpTransport {
     pub async fn finish(self, drain: Duration) -> AckCounts {
         let deadline = tokio::time::Instant::now() + drain;
         let mut all = AckCounts::default();
+        let live = self.pool.live.clone();
         for (c, in_flight) in self.pool.conns.into_iter().zip(self.in_flight) {
             drop(c.tx);
             let mut task = c.task;
@@ -220,6 +221,7 @@ impl HttpTransport {
             counts.input_drained = true;
             all.merge(&counts);
         }
+        live.add_seconds_to(&mut all);
         all
     }
 }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::latency::{Recorder, Timing};
+use crate::per_second_latency::{PerSecondLatency, SETTLED_AFTER_S};
 
 /// What a message carries, for accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -74,6 +75,32 @@ pub struct Live {
     /// The first time the adapter failed as a plugin inside the transport
     /// (HTTP `headers` or `judge`): the step ends on it.
     pub plugin_fault: Mutex<Option<plugin_runtime::PluginError>>,
+    /// The connections' closed seconds of ack latency, merged: one
+    /// histogram per second for the transport, settled to its p99 once no
+    /// answer can arrive in it ([`PerSecondLatency`]). The step's counts
+    /// are the connections' and these ([`Live::add_seconds_to`]).
+    pub seconds: Mutex<PerSecondLatency>,
+    /// Keep every second's histogram, never settle: a distributed worker's
+    /// coordinator merges the workers' histograms.
+    pub keep_second_histograms: std::sync::atomic::AtomicBool,
+}
+
+impl Live {
+    /// Take a connection's closed seconds into the shared record and settle
+    /// those the clock (`now_ns`) has left behind.
+    fn hand_over_seconds(&self, from: &mut PerSecondLatency, now_ns: i64) {
+        let closed = from.take_closed();
+        let mut shared = self.seconds.lock().unwrap();
+        shared.add_packed(closed);
+        if !self.keep_second_histograms.load(Ordering::Relaxed) {
+            shared.settle_before(now_ns.div_euclid(1_000_000_000) - SETTLED_AFTER_S);
+        }
+    }
+
+    /// Add the shared seconds to counts gathered from the connections.
+    pub fn add_seconds_to(&self, all: &mut AckCounts) {
+        all.latency.per_second_us.add(&self.seconds.lock().unwrap());
+    }
 }
 
 /// Messages for one connection, sent together.
@@ -262,6 +289,9 @@ pub(crate) fn count_ack(c: &mut AckCounts, live: &Live, carries: Carries, t: Tim
     c.latency.from_ms = live.soak_from_ms.load(Ordering::Relaxed);
     c.latency.enabled = !live.no_latency.load(Ordering::Relaxed);
     let n = c.record_ack(carries, t, at_ns);
+    if c.latency.per_second_us.has_closed() {
+        live.hand_over_seconds(&mut c.latency.per_second_us, at_ns);
+    }
     live.readings_acked.fetch_add(n, Ordering::Relaxed);
     n
 }

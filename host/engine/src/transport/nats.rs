@@ -225,6 +225,7 @@ impl NatsTransport {
             counts.close(now_ns());
             all.merge(&counts);
         }
+        pool.live.add_seconds_to(&mut all);
         shutdown.store(true, Ordering::Relaxed);
         all
     }

@@ -313,6 +313,7 @@ impl MqttTransport {
             c.close(crate::clock::now_ns());
             all.merge(&c);
         }
+        pool.live.add_seconds_to(&mut all);
         all
     }
 }
