@@ -264,12 +264,25 @@ fn rss_bytes(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// The `Pss:` and `Pss_Anon:` lines of /proc/<pid>/smaps_rollup (None each
-/// when unreadable).
-fn pss_and_anon_bytes(pid: u32) -> (Option<u64>, Option<u64>) {
+/// A process's PSS and two of its parts, from /proc/<pid>/smaps_rollup
+/// (None each when unreadable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Pss {
+    pub(crate) all: Option<u64>,
+    /// `Pss_Anon:` heap, stacks, private mappings.
+    pub(crate) anon: Option<u64>,
+    /// `Pss_Shmem:` shared memory (PostgreSQL's shared buffers).
+    pub(crate) shmem: Option<u64>,
+}
+
+fn pss_of(pid: u32) -> Pss {
     match std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
-        Ok(text) => (rollup_line(&text, "Pss:"), rollup_line(&text, "Pss_Anon:")),
-        Err(_) => (None, None),
+        Ok(text) => Pss {
+            all: rollup_line(&text, "Pss:"),
+            anon: rollup_line(&text, "Pss_Anon:"),
+            shmem: rollup_line(&text, "Pss_Shmem:"),
+        },
+        Err(_) => Pss::default(),
     }
 }
 
@@ -416,6 +429,10 @@ pub struct ProcUsage {
     /// cache bounded by its setting, which fills as data arrives) and mapped
     /// files are left out. `None` when unreadable.
     pub pss_anon_bytes: Option<u64>,
+    /// The shared-memory part of the PSS (PostgreSQL's shared buffers: a
+    /// cache that fills up to its configured size as the backends touch
+    /// it, then stays). `None` when unreadable.
+    pub pss_shmem_bytes: Option<u64>,
 }
 
 /// Every live process of the tree under `root` (itself included).
@@ -425,14 +442,15 @@ pub fn tree_usage(root: u32) -> Vec<ProcUsage> {
         .into_iter()
         .filter_map(|(pid, _)| {
             let stat = read_stat(pid)?;
-            let (pss_bytes, pss_anon_bytes) = pss_and_anon_bytes(pid);
+            let pss = pss_of(pid);
             Some(ProcUsage {
                 pid,
                 name: program_name(pid),
                 cpu_seconds: stat.ticks as f64 / tick,
                 rss_bytes: rss_bytes(pid),
-                pss_bytes,
-                pss_anon_bytes,
+                pss_bytes: pss.all,
+                pss_anon_bytes: pss.anon,
+                pss_shmem_bytes: pss.shmem,
             })
         })
         .collect()
@@ -531,14 +549,13 @@ mod tests {
     /// PostgreSQL's shared buffers do) grows the PSS but not its anonymous
     /// part.
     #[test]
-    fn heap_grows_the_anonymous_pss_and_shared_memory_does_not() {
+    fn heap_grows_the_anonymous_pss_and_shared_memory_the_shared_one() {
         const MB64: usize = 64 << 20;
         let me = std::process::id();
-        let read = || pss_and_anon_bytes(me);
-        let (pss0, anon0) = read();
+        let p0 = pss_of(me);
         let mut heap = vec![0u8; MB64];
         heap.iter_mut().step_by(4096).for_each(|b| *b = 1);
-        let (pss1, anon1) = read();
+        let p1 = pss_of(me);
         let shared = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -552,18 +569,17 @@ mod tests {
         assert_ne!(shared, libc::MAP_FAILED);
         let bytes = unsafe { std::slice::from_raw_parts_mut(shared as *mut u8, MB64) };
         bytes.iter_mut().step_by(4096).for_each(|b| *b = 1);
-        let (pss2, anon2) = read();
+        let p2 = pss_of(me);
         unsafe { libc::munmap(shared, MB64) };
         std::hint::black_box(&heap);
         let mb = |a: Option<u64>, b: Option<u64>| (b.unwrap() as f64 - a.unwrap() as f64) / 1048576.0;
+        let heap_moved = (mb(p0.all, p1.all), mb(p0.anon, p1.anon), mb(p0.shmem, p1.shmem));
+        assert!(heap_moved.0 > 60.0 && heap_moved.1 > 60.0 && heap_moved.2.abs() < 8.0, "heap: {heap_moved:?}");
+        let shared_moved = (mb(p1.all, p2.all), mb(p1.anon, p2.anon), mb(p1.shmem, p2.shmem));
         assert!(
-            mb(anon0, anon1) > 60.0 && mb(pss0, pss1) > 60.0,
-            "heap: anon {:.1} MB, PSS {:.1} MB",
-            mb(anon0, anon1),
-            mb(pss0, pss1)
+            shared_moved.0 > 60.0 && shared_moved.1.abs() < 8.0 && shared_moved.2 > 60.0,
+            "shared memory: {shared_moved:?}"
         );
-        assert!(mb(pss1, pss2) > 60.0, "shared memory: PSS {:.1} MB", mb(pss1, pss2));
-        assert!(mb(anon1, anon2).abs() < 8.0, "shared memory moved the anonymous PSS by {:.1} MB", mb(anon1, anon2));
     }
 
     #[test]
@@ -574,6 +590,6 @@ mod tests {
         assert_eq!(rollup_line("Rss: 1664 kB\nPss_Anon:  84 kB\n", "Pss_Anon:"), Some(84 * 1024));
         assert_eq!(rollup_line("Rss: 1664 kB\n", "Pss:"), None);
         assert_eq!(rollup_line("Pss: many kB\n", "Pss:"), None);
-        assert_eq!(pss_and_anon_bytes(u32::MAX), (None, None));
+        assert_eq!(pss_of(u32::MAX), Pss::default());
     }
 }
