@@ -148,10 +148,7 @@ impl PerSecondLatency {
             *p99 = None;
             return;
         }
-        if let Some((_, open)) = self.open.as_mut().filter(|(o, _)| *o == s) {
-            let _ = open.add(given.histogram());
-            return;
-        }
+        // An open second of the same number stays apart: `get` sums the two.
         let sum = match (self.closed.remove(&s), given) {
             (None, Given::Packed(bytes)) => bytes,
             (None, Given::Histogram(h)) => pack(&h),
@@ -180,24 +177,19 @@ impl PerSecondLatency {
         let later = self.closed.split_off(&second);
         for (s, bytes) in std::mem::replace(&mut self.closed, later) {
             let h = unpack(&bytes);
-            let p99 = (!h.is_empty()).then(|| h.value_at_quantile(QUANTILE));
-            match self.settled.get_mut(&s) {
-                Some(p) => *p = None,
-                None => {
-                    self.settled.insert(s, p99);
-                }
-            }
+            self.add_settled(s, (!h.is_empty()).then(|| h.value_at_quantile(QUANTILE)));
         }
     }
 
     /// The p99 (µs) of the answers that arrived in `second`; None when none
     /// did, or when it is not known (answers arrived after it was settled).
     pub fn p99(&self, second: i64) -> Option<u64> {
-        if let Some(p) = self.settled.get(&second) {
-            let later = self.closed.contains_key(&second) || self.open.as_ref().is_some_and(|(s, _)| *s == second);
-            return if later { None } else { *p };
+        match (self.settled.get(&second), self.get(second)) {
+            (Some(p99), None) => *p99,
+            // Answers recorded after the second settled.
+            (Some(_), Some(_)) => None,
+            (None, h) => h.filter(|h| !h.is_empty()).map(|h| h.value_at_quantile(QUANTILE)),
         }
-        self.get(second).filter(|h| !h.is_empty()).map(|h| h.value_at_quantile(QUANTILE))
     }
 
     /// The histogram of `second`, if any answer arrived in it and it is not settled.
