@@ -340,7 +340,10 @@ impl Workers {
                 "POST",
                 &format!("{}/v1/init", w.url),
                 Some(body),
-                Duration::from_secs(120),
+                // Init compiles both plugins, about 3.5 s of CPU with the
+                // plugin compiler built unoptimised (Cargo.toml says why):
+                // two minutes at a 0.03-CPU cap, as `bench workers` runs.
+                Duration::from_secs(600),
             )
             .map_err(|e| format!("{}: {e}", w.name(n)))
         });
