@@ -90,7 +90,13 @@ impl SwarmWorkers {
 
     /// Create the service and wait (up to `wait`) until every task runs;
     /// the workers' URLs in slot order.
-    pub async fn start(&self, wait: Duration) -> anyhow::Result<Service> {
+    ///
+    /// Boxed at the crate's edge: see `crate::future`.
+    pub fn start(&self, wait: Duration) -> crate::future::LocalBoxFuture<'_, anyhow::Result<Service>> {
+        Box::pin(self.start_here(wait))
+    }
+
+    async fn start_here(&self, wait: Duration) -> anyhow::Result<Service> {
         let docker = Docker::connect_with_socket_defaults().map_err(|e| engine_error("no engine", e))?;
         let info = docker.info().await.map_err(|e| engine_error("the engine does not answer", e))?;
         let state = info.swarm.as_ref().and_then(|s| s.local_node_state);
@@ -184,7 +190,11 @@ impl Service {
 
     /// Remove the service and wait (up to 30 s) until its containers are
     /// gone, so their ports are free again.
-    pub async fn remove(&self) {
+    pub fn remove(&self) -> crate::future::LocalBoxFuture<'_, ()> {
+        Box::pin(self.remove_here())
+    }
+
+    async fn remove_here(&self) {
         if let Err(e) = self.docker.delete_service(&self.name).await {
             tracing::info!(
                 "workers: could not remove the Swarm service {}: {e} (remove it with `docker service rm {}`)",

@@ -539,7 +539,16 @@ async fn authorized(token: &str, req: axum::extract::Request, next: axum::middle
 
 /// Serve the control API until the process is stopped; `listening` hears
 /// the bound address once it accepts connections.
-pub async fn serve(opts: Options, listening: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
+///
+/// Boxed at the crate's edge: see `crate::future`.
+pub fn serve(
+    opts: Options,
+    listening: Box<dyn FnOnce(SocketAddr) + Send>,
+) -> crate::future::BoxFuture<'static, anyhow::Result<()>> {
+    Box::pin(serve_here(opts, listening))
+}
+
+async fn serve_here(opts: Options, listening: Box<dyn FnOnce(SocketAddr) + Send>) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (choose another with --listen)", opts.listen))?;

@@ -51,7 +51,20 @@ pub use session::Session;
 
 /// The run: its session opened from `parts` (plugins, carrier, storage
 /// counter, load source), then the climb.
-pub async fn run(
+///
+/// Boxed at the crate's edge: see `crate::future`.
+pub fn run<'a>(
+    cfg: &'a LadderConfig,
+    parts: &'a dyn SessionParts,
+    stack: &'a mut dyn StackDriver,
+    services: Arc<StackServices>,
+    budgets: &'a Budgets,
+    stop: Arc<AtomicBool>,
+) -> LocalBoxFuture<'a, anyhow::Result<RunResult>> {
+    Box::pin(run_here(cfg, parts, stack, services, budgets, stop))
+}
+
+async fn run_here(
     cfg: &LadderConfig,
     parts: &dyn SessionParts,
     stack: &mut dyn StackDriver,

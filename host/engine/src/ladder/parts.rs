@@ -20,8 +20,7 @@ use crate::services::{Scoped, StackServices};
 use crate::stack::StackDriver;
 use crate::transport::{BrokerCounters, CarrierOptions};
 
-/// A future that stays on the run's task (stack drivers are not `Sync`).
-pub type LocalBoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
+pub use crate::future::LocalBoxFuture;
 
 /// What `ladder::run` opens its session with.
 pub trait SessionParts {

@@ -14,7 +14,16 @@ const CONTENT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-
 
 /// Listen on `addr` (on the current tokio runtime); the bound address
 /// (port 0 picks one).
-pub async fn serve(addr: SocketAddr, metrics: Arc<LiveMetrics>) -> Result<SocketAddr, crate::error::UsageError> {
+///
+/// Boxed at the crate's edge: see `crate::future`.
+pub fn serve(
+    addr: SocketAddr,
+    metrics: Arc<LiveMetrics>,
+) -> crate::future::BoxFuture<'static, Result<SocketAddr, crate::error::UsageError>> {
+    Box::pin(serve_here(addr, metrics))
+}
+
+async fn serve_here(addr: SocketAddr, metrics: Arc<LiveMetrics>) -> Result<SocketAddr, crate::error::UsageError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         crate::error::UsageError(format!(
             "--metrics-listen: cannot listen on {addr}: {e} (choose another address or port)"

@@ -126,7 +126,16 @@ pub fn prefill_with(
 }
 
 /// Start the local stack (mosquitto, PostgreSQL, historian) in `run_dir`.
-pub async fn start_local(run_dir: &std::path::Path, base_port: u16) -> anyhow::Result<LocalStack> {
+///
+/// Boxed at the crate's edge: see `crate::future`.
+pub fn start_local(
+    run_dir: &std::path::Path,
+    base_port: u16,
+) -> crate::future::BoxFuture<'_, anyhow::Result<LocalStack>> {
+    Box::pin(start_local_here(run_dir, base_port))
+}
+
+async fn start_local_here(run_dir: &std::path::Path, base_port: u16) -> anyhow::Result<LocalStack> {
     let mut so = StackOptions::new(run_dir).with_base_port(base_port);
     so.historian.bin = Some(std::env::current_exe()?);
     so.historian.leading_args = vec!["reference-historian".into()];

@@ -258,7 +258,14 @@ async fn image_nats_version(docker: &Docker, project: &Project, image: &str) -> 
 }
 
 /// Connect to the local engine and agree on an API version it speaks.
-pub async fn connect() -> Result<Docker, DockerError> {
+///
+/// This module's public futures are boxed at the crate's edge: see
+/// `crate::future`.
+pub fn connect() -> crate::future::LocalBoxFuture<'static, Result<Docker, DockerError>> {
+    Box::pin(connect_here())
+}
+
+async fn connect_here() -> Result<Docker, DockerError> {
     let d = Docker::connect_with_socket_defaults().map_err(|e| DockerError::Engine { detail: e.to_string() })?;
     let d = d.negotiate_version().await.map_err(|e| DockerError::Engine { detail: e.to_string() })?;
     d.ping().await.map_err(|e| DockerError::Engine { detail: e.to_string() })?;
@@ -317,7 +324,14 @@ fn ordered(project: &Project) -> Vec<&compose::ServiceSpec> {
 impl DockerStack {
     /// Load, guard, and bring up the project; on any error whatever was
     /// created is removed again.
-    pub async fn up(opts: &DockerOptions, remove_on_stop: bool) -> Result<DockerStack, DockerError> {
+    pub fn up(
+        opts: &DockerOptions,
+        remove_on_stop: bool,
+    ) -> crate::future::LocalBoxFuture<'_, Result<DockerStack, DockerError>> {
+        Box::pin(Self::up_here(opts, remove_on_stop))
+    }
+
+    async fn up_here(opts: &DockerOptions, remove_on_stop: bool) -> Result<DockerStack, DockerError> {
         let env_file = compose::write_env_file(&opts.run_dir, &opts.env).map_err(|e| DockerError::Api {
             what: "writing the env file".into(),
             detail: e.to_string(),
@@ -678,7 +692,15 @@ impl DockerStack {
 
 /// Remove every container, the network and the scale_* volumes labelled
 /// with `project` (and only those). Returns what was removed.
-pub async fn remove_project(docker: &Docker, project: &str, volumes: bool) -> Result<Vec<String>, DockerError> {
+pub fn remove_project<'a>(
+    docker: &'a Docker,
+    project: &'a str,
+    volumes: bool,
+) -> crate::future::LocalBoxFuture<'a, Result<Vec<String>, DockerError>> {
+    Box::pin(remove_project_here(docker, project, volumes))
+}
+
+async fn remove_project_here(docker: &Docker, project: &str, volumes: bool) -> Result<Vec<String>, DockerError> {
     if !project.starts_with("scale-") {
         return Err(DockerError::Compose(compose::ComposeError::Guard {
             rule: "project name",
@@ -728,7 +750,14 @@ pub async fn remove_project(docker: &Docker, project: &str, volumes: bool) -> Re
 }
 
 /// Containers of a project: (service, state, status).
-pub async fn project_status(docker: &Docker, project: &str) -> Result<Vec<(String, String, String)>, DockerError> {
+pub fn project_status<'a>(
+    docker: &'a Docker,
+    project: &'a str,
+) -> crate::future::LocalBoxFuture<'a, Result<Vec<(String, String, String)>, DockerError>> {
+    Box::pin(project_status_here(docker, project))
+}
+
+async fn project_status_here(docker: &Docker, project: &str) -> Result<Vec<(String, String, String)>, DockerError> {
     let filters = HashMap::from([("label".to_string(), vec![format!("{PROJECT_LABEL}={project}")])]);
     let list = docker
         .list_containers(Some(ListContainersOptions { all: true, filters: Some(filters), ..Default::default() }))

@@ -238,7 +238,18 @@ fn stack_tls(pki: Option<&ThrowawayPki>) -> Option<local_stack::StackTls> {
 }
 
 /// Start (or, for external, describe) the stack a run drives.
-pub async fn start(
+pub fn start<'a>(
+    req: &'a StackRequest,
+    plan: &'a Plan,
+    target: &'a str,
+    run_id: &'a str,
+    tls: Option<&'a ThrowawayPki>,
+) -> crate::future::LocalBoxFuture<'a, anyhow::Result<Box<dyn StackDriver>>> {
+    // Boxed at the crate's edge: see `crate::future`.
+    Box::pin(start_here(req, plan, target, run_id, tls))
+}
+
+async fn start_here(
     req: &StackRequest,
     plan: &Plan,
     target: &str,

@@ -50,7 +50,14 @@ pub enum NatsError {
     Stream { stream: String, detail: String, hint: String },
 }
 
-pub async fn connect(urls: &str) -> Result<async_nats::Client, NatsError> {
+// This module's public futures are boxed at the crate's edge: see
+// `crate::future`.
+
+pub fn connect(urls: &str) -> crate::future::BoxFuture<'_, Result<async_nats::Client, NatsError>> {
+    Box::pin(connect_here(urls))
+}
+
+async fn connect_here(urls: &str) -> Result<async_nats::Client, NatsError> {
     let addrs: Vec<String> = urls.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
     let opts = || async {
         super::nats_access::options(urls)
@@ -101,7 +108,18 @@ pub async fn connect(urls: &str) -> Result<async_nats::Client, NatsError> {
 }
 
 /// Create (or update) the stream the adapter's plan describes.
-pub async fn ensure_stream(
+pub fn ensure_stream<'a>(
+    client: &'a async_nats::Client,
+    name: &'a str,
+    subjects: Vec<String>,
+    storage: &'a str,
+    replicas: u8,
+    max_msgs: i64,
+) -> crate::future::BoxFuture<'a, Result<(), NatsError>> {
+    Box::pin(ensure_stream_here(client, name, subjects, storage, replicas, max_msgs))
+}
+
+async fn ensure_stream_here(
     client: &async_nats::Client,
     name: &str,
     subjects: Vec<String>,
@@ -178,8 +196,10 @@ pub async fn ensure_stream(
 
 /// Delete a stream this process created itself (the bench's own, between
 /// arms). Never call it on a stream found on the server.
-pub async fn delete_created_stream(client: &async_nats::Client, name: &str) {
-    let _ = jetstream::new(client.clone()).delete_stream(name).await;
+pub fn delete_created_stream<'a>(client: &'a async_nats::Client, name: &'a str) -> crate::future::BoxFuture<'a, ()> {
+    Box::pin(async move {
+        let _ = jetstream::new(client.clone()).delete_stream(name).await;
+    })
 }
 
 /// Messages and limits of a stream, for the verdict.
@@ -198,7 +218,11 @@ pub struct NatsTransport {
 }
 
 impl NatsTransport {
-    pub async fn start(cfg: &NatsConfig) -> Result<NatsTransport, NatsError> {
+    pub fn start(cfg: &NatsConfig) -> crate::future::BoxFuture<'_, Result<NatsTransport, NatsError>> {
+        Box::pin(Self::start_here(cfg))
+    }
+
+    async fn start_here(cfg: &NatsConfig) -> Result<NatsTransport, NatsError> {
         let live = Arc::new(Live::default());
         let shutdown = Arc::new(AtomicBool::new(false));
         let canary_acks = Arc::new(Mutex::new(BTreeMap::new()));
@@ -213,7 +237,11 @@ impl NatsTransport {
         Ok(NatsTransport { pool, shutdown, canary_acks })
     }
 
-    pub async fn finish(self, drain: Duration) -> AckCounts {
+    pub fn finish(self, drain: Duration) -> crate::future::BoxFuture<'static, AckCounts> {
+        Box::pin(self.finish_here(drain))
+    }
+
+    async fn finish_here(self, drain: Duration) -> AckCounts {
         let NatsTransport { pool, shutdown, .. } = self;
         let conns = pool.conns;
         let mut all = AckCounts::default();

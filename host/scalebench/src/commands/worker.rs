@@ -57,17 +57,20 @@ pub fn run(plugin: &PluginOptions, args: WorkerArgs) -> anyhow::Result<()> {
         test_build_id: args.test_build_id.clone(),
         token: token.clone(),
     };
-    rt.block_on(worker::serve(options, |addr| {
-        // The one line a script or a test waits for, on stdout: with the
-        // token when the worker made it (the coordinator's --workers takes
-        // this URL), without when it was given.
-        let url = format!("http://{addr}");
-        if made {
-            println!("worker listening on {}", token::url_with(&url, &token));
-        } else {
-            println!("worker listening on {url}");
-        }
-        use std::io::Write as _;
-        let _ = std::io::stdout().flush();
-    }))
+    rt.block_on(worker::serve(
+        options,
+        Box::new(move |addr| {
+            // The one line a script or a test waits for, on stdout: with the
+            // token when the worker made it (the coordinator's --workers takes
+            // this URL), without when it was given.
+            let url = format!("http://{addr}");
+            if made {
+                println!("worker listening on {}", token::url_with(&url, &token));
+            } else {
+                println!("worker listening on {url}");
+            }
+            use std::io::Write as _;
+            let _ = std::io::stdout().flush();
+        }),
+    ))
 }
