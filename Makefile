@@ -7,8 +7,14 @@
 CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CARGO_TARGET_DIR
 RUN_ARGS ?= --steps 1k,2.5k --warmup 10s --soak 30s
+# `make run` builds only what a run against the built-in local stack needs:
+# no storage study, NATS client, Docker API or Haystack test server (a
+# quicker first build; a command left out says so). Every other target, and
+# `cargo build --release -p scalebench`, builds every command. The two
+# builds share every dependency (host/build-pins).
+RUN_BUILD = --release -p scalebench --no-default-features
 
-.PHONY: setup setup-run run test fuzz bench bench-smoke lint
+.PHONY: setup setup-run run print-run-build test fuzz bench bench-smoke lint
 
 setup:
 	./scripts/setup.sh
@@ -17,7 +23,10 @@ setup-run:
 	./scripts/setup.sh --run
 
 run: setup-run
-	cargo run --release -p scalebench -- run --target baler --model plant-shaped $(RUN_ARGS)
+	cargo run $(RUN_BUILD) -- run --target baler --model plant-shaped $(RUN_ARGS)
+
+print-run-build:
+	@echo $(RUN_BUILD)
 
 # The suite runs under cargo-nextest (.config/nextest.toml says what may
 # overlap). Seven tests at once load the host by themselves, so the
@@ -72,4 +81,5 @@ lint:
 	cargo fmt --all --check
 	cd plugins && cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo clippy $(RUN_BUILD) -- -D warnings
 	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo clippy --release --workspace --all-targets -- -D warnings

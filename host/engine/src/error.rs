@@ -39,6 +39,17 @@ pub enum Error {
          hint: use a target whose plan is MQTT, NATS JetStream or HTTP (baler, nats-jetstream, haxall), or check the plugin's plan with `scalebench plugins inspect`"
     )]
     UnsupportedPlan { target: String, what: String },
+
+    #[error(
+        "{what} is not in this build of scalebench: `make run` builds only what a run against the built-in local stack needs\n\
+         hint: build every command with `cargo build --release -p scalebench` (or install it with `cargo install --path host/scalebench`)"
+    )]
+    LeftOut { what: String },
+}
+
+/// A part this build left out (a cargo feature off: `make run`'s lean build).
+pub fn left_out(what: impl Into<String>) -> anyhow::Error {
+    Error::LeftOut { what: what.into() }.into()
 }
 
 /// Bad input from the user (exit status 2).
@@ -70,7 +81,7 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
     if err.downcast_ref::<UsageError>().is_some()
         || matches!(
             err.downcast_ref::<Error>(),
-            Some(Error::Budgets { .. } | Error::LivePort { .. } | Error::LiveName { .. })
+            Some(Error::Budgets { .. } | Error::LivePort { .. } | Error::LiveName { .. } | Error::LeftOut { .. })
         )
     {
         2

@@ -48,6 +48,7 @@ pub mod progress;
 pub mod services;
 pub mod stack;
 pub mod storage;
+#[cfg(feature = "storage-study")]
 pub mod storage_cost;
 pub mod study;
 pub mod target;

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+#[cfg(feature = "nats")]
 use std::time::Duration;
 
 use plugin_runtime::adapter_types::StoragePlan;
@@ -13,6 +14,7 @@ use plugin_runtime::TargetAdapter;
 
 use crate::future::BoxFuture;
 use crate::services::StackServices;
+#[cfg(feature = "nats")]
 use crate::transport::nats as nats_transport;
 
 /// Stored readings per second of payload ts, the storage's own write
@@ -105,15 +107,18 @@ impl StoredCount for AdapterCount {
 const STORE_WATCH: &str = "store watch";
 
 /// How long a JetStream count is tried before the step says it could not count.
+#[cfg(feature = "nats")]
 const COUNT_DEADLINE: Duration = Duration::from_secs(45);
 
 /// Counting a JetStream stream from the host (plan `jetstream`).
+#[cfg(feature = "nats")]
 pub struct StreamCount {
     pub client: async_nats::Client,
     pub stream: String,
     pub max_msgs: i64,
 }
 
+#[cfg(feature = "nats")]
 impl StoredCount for StreamCount {
     fn stored(&self, window: Window) -> BoxFuture<'_, anyhow::Result<BTreeMap<i64, u64>>> {
         Box::pin(async move {
@@ -218,9 +223,17 @@ pub async fn count_for(
                     has: stack.describe_services(),
                 }
             })?;
-            let client = nats_transport::connect(&ep.address).await?;
-            let max_msgs = jetstream.filter(|(s, _)| s == stream).map(|(_, m)| m).unwrap_or(0);
-            Arc::new(StreamCount { client, stream: stream.clone(), max_msgs })
+            #[cfg(not(feature = "nats"))]
+            {
+                let _ = (ep, jetstream, stream);
+                return Err(crate::error::left_out("Counting a NATS JetStream stream"));
+            }
+            #[cfg(feature = "nats")]
+            {
+                let client = nats_transport::connect(&ep.address).await?;
+                let max_msgs = jetstream.filter(|(s, _)| s == stream).map(|(_, m)| m).unwrap_or(0);
+                Arc::new(StreamCount { client, stream: stream.clone(), max_msgs })
+            }
         }
     })
 }

@@ -194,7 +194,7 @@ pub struct CompareArgs {
 pub enum StudyCommand {
     /// Core NATS against JetStream: publisher counts, payload sizes, storage,
     /// replicas, ping and flood delay; JSON, a Markdown report and SVG charts.
-    Nats(crate::study::nats::StudyNatsArgs),
+    Nats(crate::study::StudyNatsArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -26,6 +26,7 @@ pub mod study {
     pub use scalebench_engine::study::*;
 
     /// `scalebench study nats`: the study, its report drawn in its results directory.
+    #[cfg(feature = "nats")]
     pub fn run_study(args: StudyNatsArgs) -> anyhow::Result<std::path::PathBuf> {
         scalebench_engine::study::run_study(args, &scalebench_report::study::draw)
     }
@@ -68,24 +69,46 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plan { what: cli::PlanCommand::Show { args } } => commands::plan::show(args),
         Command::Run(args) => commands::run::run(&cli.plugin, *args),
         Command::Bench { what: cli::BenchCommand::Generator(args) } => commands::bench::run(&cli.plugin, args),
-        Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench::run_nats(&cli.plugin, args),
+        #[cfg(feature = "nats")]
+        Command::Bench { what: cli::BenchCommand::Nats(args) } => commands::bench_nats::run(&cli.plugin, args),
+        #[cfg(not(feature = "nats"))]
+        Command::Bench { what: cli::BenchCommand::Nats(_) } => Err(error::left_out("`scalebench bench nats`")),
         Command::Bench { what: cli::BenchCommand::Stacks(args) } => commands::bench_stacks::run(args),
+        #[cfg(feature = "nats")]
         Command::Study { what: cli::StudyCommand::Nats(args) } => commands::study::nats(args),
+        #[cfg(not(feature = "nats"))]
+        Command::Study { what: cli::StudyCommand::Nats(_) } => Err(error::left_out("`scalebench study nats`")),
         Command::Bench { what: cli::BenchCommand::Prefill(args) } => commands::bench_prefill::run(&cli.plugin, args),
         Command::Bench { what: cli::BenchCommand::Http(args) } => commands::bench_http::run(&cli.plugin, args),
+        #[cfg(feature = "docker")]
         Command::Bench { what: cli::BenchCommand::Workers(args) } => commands::bench_workers::run(args),
+        #[cfg(not(feature = "docker"))]
+        Command::Bench { what: cli::BenchCommand::Workers(_) } => {
+            Err(error::left_out("`scalebench bench workers` (workers on Docker Swarm)"))
+        }
         Command::Bench { what: cli::BenchCommand::Coordinator(args) } => commands::bench_coordinator::run(args),
         Command::Bench { what: cli::BenchCommand::Soak(args) } => commands::bench_soak::run(args),
         Command::Prefill(args) => commands::prefill::run(&cli.plugin, *args),
+        #[cfg(feature = "storage-study")]
         Command::Storage(args) => commands::storage::run(&cli.plugin, args),
+        #[cfg(not(feature = "storage-study"))]
+        Command::Storage(_) => Err(error::left_out("`scalebench storage` (the storage study)")),
         Command::Table { files } => commands::table::run(&files),
         Command::Worker(args) => commands::worker::run(&cli.plugin, *args),
+        #[cfg(feature = "docker")]
         Command::Stack { what } => commands::stack::run(&cli.plugin, what),
+        #[cfg(not(feature = "docker"))]
+        Command::Stack { .. } => Err(error::left_out("`scalebench stack` (Docker stacks)")),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
+        #[cfg(feature = "haystack-server")]
         Command::HaystackTestserver { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("scalebench haystack-testserver")).chain(args);
             haystack_testserver::main_with_args(argv)
+        }
+        #[cfg(not(feature = "haystack-server"))]
+        Command::HaystackTestserver { .. } => {
+            Err(error::left_out("The Haystack test server (haxall targets' local stack)"))
         }
         Command::ReferenceHistorian { args } => {
             let argv = std::iter::once(std::ffi::OsString::from("scalebench reference-historian")).chain(args);

@@ -7,6 +7,7 @@
 pub mod coordinator;
 pub mod k8s;
 pub mod simulated;
+#[cfg(feature = "docker")]
 pub mod swarm;
 pub mod token;
 pub mod wire;

@@ -12,12 +12,16 @@
 
 pub mod bare_mosquitto;
 pub mod compose;
+#[cfg(feature = "docker")]
 pub mod docker;
+#[cfg(feature = "docker")]
 pub mod docker_tls;
 pub mod external;
 pub mod local;
 pub mod start;
 pub mod watch;
+#[cfg(feature = "docker")]
+pub mod watch_container;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

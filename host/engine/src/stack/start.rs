@@ -13,6 +13,7 @@ use local_stack::{LocalStack, StackOptions};
 use plugin_runtime::adapter_types::{Plan, TransportPlan};
 
 use crate::error::usage;
+#[cfg(feature = "docker")]
 use crate::stack::docker::{DockerOptions, DockerStack};
 use crate::stack::external::External;
 use crate::stack::watch::WatchSpec;
@@ -171,6 +172,7 @@ pub fn parse_cap(s: &str) -> Result<(String, (Option<f64>, Option<i64>)), String
 }
 
 /// Arguments for the historian inside a compose stack, as a JSON-list tail.
+#[cfg(feature = "docker")]
 fn historian_args(h: &HistorianFaults) -> String {
     let mut v: Vec<String> = Vec::new();
     if let Some(n) = h.drop_one_in {
@@ -192,6 +194,7 @@ fn historian_args(h: &HistorianFaults) -> String {
 }
 
 /// The docker options of a run (or of `scalebench stack up`).
+#[cfg(feature = "docker")]
 pub fn docker_options(
     req: &StackRequest,
     plan: &Plan,
@@ -309,6 +312,9 @@ async fn start_here(
             );
             Box::new(LocalStack::start(so).await.context("cannot start the local stack")?)
         }
+        #[cfg(not(feature = "docker"))]
+        Kind::Docker => return Err(crate::error::left_out("`--stack docker`")),
+        #[cfg(feature = "docker")]
         Kind::Docker => {
             let stem = compose_file_for(plan, req.nodes)
                 .file_stem()

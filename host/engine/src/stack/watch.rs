@@ -12,8 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bollard::query_parameters::InspectContainerOptions;
-use bollard::Docker;
 use local_stack::ForeignProcess;
 
 use super::ProcSample;
@@ -69,9 +67,16 @@ const URL_TIMEOUT: Duration = Duration::from_secs(2);
 const INSPECT_EVERY: Duration = Duration::from_secs(1);
 
 enum Watched {
-    Process { process: ForeignProcess, gone: bool },
-    Container { docker: Docker, name: String, started_at: String, restart_count: i64, down: bool },
-    Url { health: Arc<Mutex<ServiceHealth>>, stop: Arc<AtomicBool> },
+    Process {
+        process: ForeignProcess,
+        gone: bool,
+    },
+    #[cfg(feature = "docker")]
+    Container(super::watch_container::WatchedContainer),
+    Url {
+        health: Arc<Mutex<ServiceHealth>>,
+        stop: Arc<AtomicBool>,
+    },
 }
 
 /// Every `--watch` of a run, and what each has seen since the run started.
@@ -101,23 +106,13 @@ impl Watchers {
                     })?;
                     Watched::Process { process, gone: false }
                 }
-                Source::Docker(name) => {
-                    let docker = super::docker::connect().await.map_err(|e| cannot(spec, e))?;
-                    let i = docker
-                        .inspect_container(name, None::<InspectContainerOptions>)
-                        .await
-                        .map_err(|e| cannot(spec, format!("no container `{name}` on the Docker engine ({e}); give its name or id as `docker ps` shows it")))?;
-                    let st = i.state.unwrap_or_default();
-                    if !st.running.unwrap_or(false) {
-                        return Err(cannot(spec, format!("container `{name}` is not running")));
-                    }
-                    Watched::Container {
-                        docker,
-                        name: name.clone(),
-                        started_at: st.started_at.unwrap_or_default(),
-                        restart_count: i.restart_count.unwrap_or(0),
-                        down: false,
-                    }
+                #[cfg(feature = "docker")]
+                Source::Docker(name) => Watched::Container(
+                    super::watch_container::WatchedContainer::open(name).await.map_err(|e| cannot(spec, e))?,
+                ),
+                #[cfg(not(feature = "docker"))]
+                Source::Docker(_) => {
+                    return Err(cannot(spec, crate::error::left_out("Watching a Docker container")));
                 }
                 Source::Url(url) => {
                     if let Err(e) = probe(url) {
@@ -164,40 +159,8 @@ impl Watchers {
                         events.push(format!("{service}: watched process {} is gone", process.pid));
                     }
                 }
-                Watched::Container { docker, name, started_at, restart_count, down } => {
-                    let Ok(i) = docker.inspect_container(name, None::<InspectContainerOptions>).await else {
-                        if !*down {
-                            *down = true;
-                            h.exits.push(format!("container {name} was removed"));
-                            h.state = "removed".into();
-                            events.push(format!("{service}: container {name} was removed"));
-                        }
-                        continue;
-                    };
-                    let st = i.state.unwrap_or_default();
-                    let (running, exit, oom) =
-                        (st.running.unwrap_or(false), st.exit_code.unwrap_or(0), st.oom_killed.unwrap_or(false));
-                    let restarts = i.restart_count.unwrap_or(0);
-                    let started = st.started_at.unwrap_or_default();
-                    let how = super::docker::describe_exit(exit, oom);
-                    if restarts > *restart_count || (running && started != *started_at && !*down) {
-                        h.restarts += (restarts - *restart_count).max(1) as u32;
-                        h.exits.push(how.clone());
-                        h.oom_kills += oom as u32;
-                        events.push(format!("{service}: container {name} restarted ({how})"));
-                    } else if !running && !*down {
-                        h.exits.push(how.clone());
-                        h.oom_kills += oom as u32;
-                        events.push(format!("{service}: container {name} {how}"));
-                    } else if running && *down {
-                        h.restarts += 1;
-                        events.push(format!("{service}: container {name} is running again"));
-                    }
-                    *restart_count = restarts;
-                    *started_at = started;
-                    *down = !running;
-                    h.state = if running { "running".into() } else { "exited".into() };
-                }
+                #[cfg(feature = "docker")]
+                Watched::Container(c) => c.poll(service, h, &mut events).await,
                 Watched::Url { health, .. } => {
                     let seen = health.lock().unwrap().clone();
                     if seen.exits.len() > h.exits.len() {
@@ -225,9 +188,8 @@ impl Watchers {
                         out.push(ProcSample::new(service.clone(), cpu, rss, Instant::now()));
                     }
                 }
-                Watched::Container { docker, name, .. } => {
-                    out.extend(super::docker::container_sample(docker, name, service).await);
-                }
+                #[cfg(feature = "docker")]
+                Watched::Container(c) => out.extend(c.sample(service).await),
                 Watched::Url { .. } => {}
             }
         }

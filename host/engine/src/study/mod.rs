@@ -7,6 +7,10 @@
 //! What a study records is in the results crate (`scalebench_results::study`);
 //! its verdicts, charts and report.md are drawn by the report crate.
 
+#[cfg(feature = "nats")]
 pub mod nats;
+pub mod nats_args;
 
-pub use nats::{run_study, StudyNatsArgs, StudyReport};
+#[cfg(feature = "nats")]
+pub use nats::{run_study, StudyReport};
+pub use nats_args::StudyNatsArgs;

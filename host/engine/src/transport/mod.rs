@@ -6,6 +6,7 @@
 
 pub mod http;
 pub mod mqtt;
+#[cfg(feature = "nats")]
 pub mod nats;
 pub mod nats_access;
 pub mod pool;
@@ -460,6 +461,12 @@ pub async fn carrier_for(
             mqtt::check_reachable(&cfg, std::time::Duration::from_secs(5)).await?;
             Box::new(mqtt::MqttCarrier { cfg })
         }
+        #[cfg(not(feature = "nats"))]
+        TransportPlan::NatsJetstream(_) => {
+            need(ServiceKind::Nats)?;
+            return Err(crate::error::left_out("Publishing to NATS JetStream"));
+        }
+        #[cfg(feature = "nats")]
         TransportPlan::NatsJetstream(jp) => {
             let ep = need(ServiceKind::Nats)?;
             // What TLS negotiates, for the result (async-nats keeps its stream to itself).

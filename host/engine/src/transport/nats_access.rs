@@ -136,6 +136,7 @@ pub fn urls_want_tls(urls: &str) -> bool {
 
 /// Connect options with the process's login, and TLS when `urls` ask for it
 /// (then required: no fallback to plain).
+#[cfg(feature = "nats")]
 pub async fn options(urls: &str) -> Result<async_nats::ConnectOptions, String> {
     let mut o = match account() {
         NatsAccount::Anonymous => async_nats::ConnectOptions::new(),

@@ -3,9 +3,12 @@
 pub mod bench;
 pub mod bench_coordinator;
 pub mod bench_http;
+#[cfg(feature = "nats")]
+pub mod bench_nats;
 pub mod bench_prefill;
 pub mod bench_soak;
 pub mod bench_stacks;
+#[cfg(feature = "docker")]
 pub mod bench_workers;
 pub mod compare;
 pub mod deploy;
@@ -19,9 +22,12 @@ pub mod prefill;
 pub mod report;
 pub mod report_bench;
 pub mod run;
+#[cfg(feature = "docker")]
 pub mod stack;
 pub mod stack_start;
+#[cfg(feature = "storage-study")]
 pub mod storage;
+#[cfg(feature = "nats")]
 pub mod study;
 pub mod table;
 pub mod worker;

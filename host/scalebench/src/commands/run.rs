@@ -367,12 +367,13 @@ impl Session<'_> {
     }
 
     /// A distributed run: workers someone started, or a Swarm service of ours.
-    async fn start_workers(&mut self) -> anyhow::Result<Option<crate::distributed::swarm::Service>> {
+    async fn start_workers(&mut self) -> anyhow::Result<Option<StartedWorkers>> {
         match &self.workers {
             Some(Workers::Urls(urls)) => {
                 self.cfg.workers = urls.clone();
                 Ok(None)
             }
+            #[cfg(feature = "docker")]
             Some(Workers::Start(spec)) => {
                 let service = spec.start(std::time::Duration::from_secs(120)).await?;
                 tracing::info!("workers: Swarm service {} ({} workers)", service.name, service.urls.len());
@@ -484,7 +485,21 @@ fn gate(output: &crate::cli::RunOutput, result: &crate::results::RunResult) -> a
 /// Where a distributed run's workers come from.
 enum Workers {
     Urls(Vec<String>),
+    #[cfg(feature = "docker")]
     Start(crate::distributed::swarm::SwarmWorkers),
+}
+
+/// The Swarm service of workers a run started, removed after it.
+#[cfg(feature = "docker")]
+type StartedWorkers = crate::distributed::swarm::Service;
+/// A build without the Docker API starts no workers (`--workers N` says so).
+#[cfg(not(feature = "docker"))]
+enum StartedWorkers {}
+#[cfg(not(feature = "docker"))]
+impl StartedWorkers {
+    async fn remove(self) {
+        match self {}
+    }
 }
 
 fn parse_workers(w: &crate::cli::WorkerFlags, run_id: &str) -> anyhow::Result<Option<Workers>> {
@@ -501,6 +516,12 @@ fn parse_workers(w: &crate::cli::WorkerFlags, run_id: &str) -> anyhow::Result<Op
                 usage(format!("--worker-memory {}: give an amount of memory such as 512m or 2g", w.worker_memory))
             })?;
         let crate::cli::WorkerEngine::Swarm = w.engine;
+        #[cfg(not(feature = "docker"))]
+        {
+            let _ = (memory_bytes, run_id);
+            return Err(crate::error::left_out("Starting workers on Docker Swarm (`--workers N`)"));
+        }
+        #[cfg(feature = "docker")]
         return Ok(Some(Workers::Start(crate::distributed::swarm::SwarmWorkers {
             workers: n,
             image: w.worker_image.clone(),

@@ -1,0 +1,3 @@
+//! Empty: it makes `cc` a build dependency so that its `parallel` feature
+//! is on in every build (see Cargo.toml).
+fn main() {}
