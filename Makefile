@@ -37,13 +37,18 @@ print-run-build:
 # built once here, not by each of their processes at once. The ten slowest
 # tests are printed at the end.
 NEXTEST_JUNIT = $(CURDIR)/target/nextest/default/junit.xml
+# `make run`'s own binary, built first (the full build after it replaces
+# target/release/scalebench) and run by tests/make_run.rs.
+RUN_BUILD_BIN = $(CARGO_TARGET_DIR)/run-build/scalebench
 test: setup
 	./scripts/dockerd.sh start
+	cargo build $(RUN_BUILD)
+	mkdir -p $(dir $(RUN_BUILD_BIN)) && cp $(CARGO_TARGET_DIR)/release/scalebench $(RUN_BUILD_BIN)
 	cargo nextest run --release --workspace --no-run
 	cargo build --release -p reference-historian
 	./scripts/docker-images.sh $(CARGO_TARGET_DIR)/release/scalebench
 	rm -f $(NEXTEST_JUNIT)
-	SCALEBENCH_LIVE_LOAD_FACTOR=inf cargo nextest run --release --workspace --no-fail-fast; rc=$$?; \
+	SCALEBENCH_RUN_BUILD_BIN=$(RUN_BUILD_BIN) SCALEBENCH_LIVE_LOAD_FACTOR=inf cargo nextest run --release --workspace --no-fail-fast; rc=$$?; \
 	  python3 scripts/slowest.py $(NEXTEST_JUNIT) 10; exit $$rc
 	cd plugins && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/plugins-native cargo test --release
 

@@ -20,6 +20,7 @@ mod ladder;
 mod layers;
 mod live_metrics;
 mod logs;
+mod make_run;
 mod models;
 mod plans;
 mod plugin_authors;

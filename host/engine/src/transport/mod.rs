@@ -20,6 +20,16 @@ use bytes::Bytes;
 use crate::latency::{Recorder, Timing};
 use crate::per_second_latency::{PerSecondLatency, SETTLED_AFTER_S};
 
+/// Whether this build carries the transport `plan` asks for (`make run`'s
+/// lean build leaves NATS out): checked before a stack starts, so a run
+/// that could not go on starts nothing.
+pub fn check_built_in(plan: &plugin_runtime::adapter_types::TransportPlan) -> anyhow::Result<()> {
+    if matches!(plan, plugin_runtime::adapter_types::TransportPlan::NatsJetstream(_)) && !cfg!(feature = "nats") {
+        return Err(crate::error::left_out("Publishing to NATS JetStream"));
+    }
+    Ok(())
+}
+
 /// What a message carries, for accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Carries {
