@@ -10,14 +10,23 @@ use std::process::Command;
 fn cargo_tree(args: &[&str]) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo).current_dir(&root).args(["tree", "--offline", "--prefix", "none"]).args(args).output().unwrap();
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(["tree", "--offline", "--prefix", "none"])
+        .args(args)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "cargo tree {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
 }
 
 /// The packages `package` depends on (normal dependencies, the whole tree).
 fn tree(package: &str) -> Vec<String> {
-    cargo_tree(&["-e", "normal", "-p", package]).iter().filter_map(|l| l.split_whitespace().next()).map(String::from).collect()
+    cargo_tree(&["-e", "normal", "-p", package])
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect()
 }
 
 /// `make run`'s build flags, read from the Makefile as `make run` uses them.

@@ -39,7 +39,10 @@ fn make_runs_build_runs_the_main_job() {
     // It is the lean build: the full binary has the storage study.
     let lean = Command::new(&bin).args(["storage", "--help"]).output().unwrap();
     assert!(lean.status.success(), "a left-out command still parses (its help is the same): {}", stderr(&lean));
-    assert!(std::fs::metadata(&bin).unwrap().len() < std::fs::metadata(bin()).unwrap().len(), "make run's binary is the smaller one");
+    assert!(
+        std::fs::metadata(&bin).unwrap().len() < std::fs::metadata(bin()).unwrap().len(),
+        "make run's binary is the smaller one"
+    );
 }
 
 #[test]
@@ -52,11 +55,33 @@ fn a_command_make_runs_build_left_out_says_so_and_starts_nothing() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["storage", "--points", "1k", "--hours", "1"], "`scalebench storage`"),
         (
-            vec!["run", "--target", "nats-jetstream", "--steps", "1k", "--run-dir", &run_dir_s, "--results-dir", &results],
+            vec![
+                "run",
+                "--target",
+                "nats-jetstream",
+                "--steps",
+                "1k",
+                "--run-dir",
+                &run_dir_s,
+                "--results-dir",
+                &results,
+            ],
             "NATS JetStream",
         ),
         (
-            vec!["run", "--target", "baler", "--stack", "docker", "--steps", "1k", "--run-dir", &run_dir_s, "--results-dir", &results],
+            vec![
+                "run",
+                "--target",
+                "baler",
+                "--stack",
+                "docker",
+                "--steps",
+                "1k",
+                "--run-dir",
+                &run_dir_s,
+                "--results-dir",
+                &results,
+            ],
             "`--stack docker`",
         ),
         (

@@ -262,7 +262,10 @@ async fn start_here(
     let wants_nats = matches!(plan.transport, TransportPlan::NatsJetstream(_) | TransportPlan::NatsCore);
     // What this build left out is said before anything starts.
     crate::transport::check_built_in(&plan.transport)?;
-    if matches!(req.kind, Kind::Local) && matches!(plan.transport, TransportPlan::Http) && !cfg!(feature = "haystack-server") {
+    if matches!(req.kind, Kind::Local)
+        && matches!(plan.transport, TransportPlan::Http)
+        && !cfg!(feature = "haystack-server")
+    {
         return Err(crate::error::left_out("The Haystack test server (the local stack of an HTTP target)"));
     }
     let run_dir = run_dir(req, run_id);
