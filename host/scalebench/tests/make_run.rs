@@ -20,10 +20,10 @@ fn run_build_bin() -> PathBuf {
 
 #[test]
 fn make_runs_build_runs_the_main_job() {
-    let bin = run_build_bin();
+    let lean_bin = run_build_bin();
     let _one = ONE_STACK_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(&bin)
+    let out = Command::new(&lean_bin)
         .args(ladder_args(dir.path(), &["--steps", "1k", "--interval", "5s", "--soak", "8s"]))
         .env("SCALEBENCH_CACHE_DIR", cache_dir())
         .output()
@@ -37,17 +37,17 @@ fn make_runs_build_runs_the_main_job() {
     assert_eq!(s["counts"]["stored"], s["counts"]["acked"], "{}", s["counts"]);
     assert!(s["counts"]["acked"].as_u64().unwrap() >= 1_000, "{}", s["counts"]);
     // It is the lean build: the full binary has the storage study.
-    let lean = Command::new(&bin).args(["storage", "--help"]).output().unwrap();
+    let lean = Command::new(&lean_bin).args(["storage", "--help"]).output().unwrap();
     assert!(lean.status.success(), "a left-out command still parses (its help is the same): {}", stderr(&lean));
     assert!(
-        std::fs::metadata(&bin).unwrap().len() < std::fs::metadata(bin()).unwrap().len(),
+        std::fs::metadata(&lean_bin).unwrap().len() < std::fs::metadata(bin()).unwrap().len(),
         "make run's binary is the smaller one"
     );
 }
 
 #[test]
 fn a_command_make_runs_build_left_out_says_so_and_starts_nothing() {
-    let bin = run_build_bin();
+    let lean_bin = run_build_bin();
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("stack");
     let run_dir_s = run_dir.display().to_string();
@@ -94,7 +94,7 @@ fn a_command_make_runs_build_left_out_says_so_and_starts_nothing() {
         (vec!["haystack-testserver", "--port", "29999"], "Haystack test server"),
     ];
     for (args, what) in cases {
-        let out = Command::new(&bin).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
+        let out = Command::new(&lean_bin).args(&args).env("SCALEBENCH_CACHE_DIR", cache_dir()).output().unwrap();
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(what) && err.contains("is not in this build of scalebench"), "{args:?}: {err}");
