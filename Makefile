@@ -37,8 +37,9 @@ print-run-build:
 # built once here, not by each of their processes at once. The ten slowest
 # tests are printed at the end.
 NEXTEST_JUNIT = $(CURDIR)/target/nextest/default/junit.xml
-# `make run`'s own binary, built first (the full build after it replaces
-# target/release/scalebench) and run by tests/make_run.rs.
+# `make run`'s own binary, built first, kept aside and run by
+# tests/make_run.rs; the suite's build after it puts the full binary back
+# in target/release/ (the Docker images are made from that one).
 RUN_BUILD_BIN = $(CARGO_TARGET_DIR)/run-build/scalebench
 test: setup
 	./scripts/dockerd.sh start
