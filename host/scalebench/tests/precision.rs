@@ -27,17 +27,23 @@ fn f(v: &serde_json::Value) -> f64 {
 // ---- the floor, and service time beside it ------------------------------------
 
 /// Service-time p50 of a clean step lies above 10 µs (a loopback round trip
-/// is tens of µs: a ms clock read 0 or 1 ms) and within 3× the floor's p50:
-/// far below what it would read if it were timed from the reading's
-/// intended time (the pacing's own lateness, `send_lag`, is 1.4-1.6× the
-/// floor by itself here) or included a wait in scalebench's channel or
-/// in-flight window. Not 2×: the floor is one reading per message sent
-/// back to back, a step's messages are paced and the HTTP target's carry
-/// about two readings each; on a 2-core KVM machine (haltpoll idle driver)
-/// three consecutive runs measured HTTP at 2.2-2.4× its floor, MQTT at
-/// 1.5-1.9× and JetStream at 1.3-2.0× (the machines before measured all
-/// three inside 2×).
-fn assert_service_time_near_the_floor(run: &Run, what: &str) {
+/// is tens of µs: a ms clock read 0 or 1 ms), clearly below the latency
+/// from the intended time (what it would read if it were timed from the
+/// reading's intended time: the two differ by the pacing's own lateness,
+/// `send_lag`), and within `times` the floor's p50: far below what it would
+/// read if it included a wait in scalebench's channel or in-flight window.
+/// Not 2×: the floor is one reading per message sent back to back (the
+/// CPUs never idle between them), a step's messages are paced and the HTTP
+/// target's carry about two readings each. On a 2-core KVM machine
+/// (haltpoll idle driver) three consecutive runs measured HTTP at 2.2-2.4×
+/// its floor, MQTT at 1.5-1.9× and JetStream at 1.3-2.0×; on the CI
+/// machine HTTP read 3.4× and 3.5× in two runs (482 and 496 µs against a
+/// 143 µs floor: an HTTP message wakes the client, the test server and its
+/// store, where an MQTT one wakes the client and the broker), MQTT
+/// 1.3-1.7× and JetStream 1.7-2.2×. HTTP's intended-time latency read
+/// 5.6× and 5.8× its floor there, so its bound of 4× still tells the two
+/// apart.
+fn assert_service_time_near_the_floor(run: &Run, what: &str, times: f64) {
     assert!(run.out.status.success(), "{what}: {}", stderr(&run.out));
     let r = run.result();
     let floor = &r["floor"];
@@ -50,21 +56,31 @@ fn assert_service_time_near_the_floor(run: &Run, what: &str) {
     eprintln!("{what}: service time p50 {:.0} us, floor p50 {:.0} us", p50 * 1e6, floor_p50 * 1e6);
     assert!(p50 > 10e-6, "{what}: service p50 {p50} s is below a loopback round trip");
     assert!(floor_p50 > 10e-6, "{what}: floor p50 {floor_p50} s");
-    assert!(p50 <= 3.0 * floor_p50, "{what}: service p50 {p50} s is over 3x the floor's {floor_p50} s\n{a}\n{floor}");
-    // Latency from intended send time is never below service time.
-    assert!(f(&a["intended"]["p50_s"]) >= p50, "{a}");
-    // The pacing's own lateness is a figure of its own.
+    assert!(
+        p50 <= times * floor_p50,
+        "{what}: service p50 {p50} s is over {times}x the floor's {floor_p50} s\n{a}\n{floor}"
+    );
+    // The pacing's own lateness is a figure of its own, and latency from
+    // the intended send time lies above service time by about that much:
+    // timed from the intended time, service time would equal it.
     assert!(a["send_lag"]["count"].as_u64().unwrap() > 0, "{a}");
+    let intended_p50 = f(&a["intended"]["p50_s"]);
+    let lag_p50 = f(&a["send_lag"]["p50_s"]);
+    assert!(lag_p50 > 10e-6, "{what}: send lag p50 {lag_p50} s\n{a}");
+    assert!(
+        intended_p50 - p50 >= 0.5 * lag_p50,
+        "{what}: service p50 {p50} s is not below the intended-time p50 {intended_p50} s by half the send lag's {lag_p50} s\n{a}"
+    );
 }
 
 #[test]
 fn service_time_lies_near_the_floor_for_mqtt_jetstream_and_http() {
     let run = run_ladder(&[]);
-    assert_service_time_near_the_floor(&run, "MQTT");
+    assert_service_time_near_the_floor(&run, "MQTT", 3.0);
     let run = run_ladder(&["--target", "nats-jetstream"]);
-    assert_service_time_near_the_floor(&run, "JetStream");
+    assert_service_time_near_the_floor(&run, "JetStream", 3.0);
     let run = run_ladder(&["--target", "haxall", "--probes", "none"]);
-    assert_service_time_near_the_floor(&run, "HTTP");
+    assert_service_time_near_the_floor(&run, "HTTP", 4.0);
 }
 
 /// A TCP proxy that holds every client→server chunk for `delay` before
