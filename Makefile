@@ -83,6 +83,7 @@ lint:
 	python3 scripts/module-list.py host/scalebench/src host/engine/src host/report/src host/results/src --check docs/architecture.md
 	python3 scripts/print-lint.py host/scalebench/src host/engine/src host/report/src host/results/src
 	python3 scripts/long-functions.py host/scalebench/src host/engine/src host/report/src host/results/src
+	python3 scripts/nextest-config.py .config/nextest.toml
 	! grep -rn 'crate::cli' host/scalebench/src | grep -v 'src/commands/\|src/cli.rs\|src/lib.rs'
 	cargo fmt --all --check
 	cd plugins && cargo fmt --all --check

@@ -31,5 +31,6 @@ mod probes;
 mod reports;
 mod scale;
 mod study;
+mod suite_config;
 mod tls;
 mod user_text;
