@@ -524,11 +524,22 @@ mod tests {
 
     #[test]
     fn a_tree_lists_every_descendant_by_its_program_name() {
-        let mut child =
-            std::process::Command::new("/bin/sh").args(["-c", "/bin/sleep 5 & exec /bin/sleep 5.5"]).spawn().unwrap();
+        use std::os::unix::process::CommandExt;
+        // A group of its own, killed whole: the backgrounded sleep does not
+        // outlive the test holding its output open.
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "/bin/sleep 5 & exec /bin/sleep 5.5"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let tree = tree_usage(child.id());
-        let _ = child.kill();
+        // SAFETY: plain syscall on the group this test started.
+        unsafe {
+            libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
+        }
         let _ = child.wait();
         let names: Vec<&str> = tree.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["sleep", "sleep"], "{tree:?}");

@@ -27,10 +27,9 @@ fn f(v: &serde_json::Value) -> f64 {
 // ---- the floor, and service time beside it ------------------------------------
 
 /// Service-time p50 of a clean step lies above 10 µs (a loopback round trip
-/// is tens of µs: a ms clock read 0 or 1 ms), clearly below the latency
-/// from the intended time (what it would read if it were timed from the
-/// reading's intended time: the two differ by the pacing's own lateness,
-/// `send_lag`), and within `times` the floor's p50: far below what it would
+/// is tens of µs: a ms clock read 0 or 1 ms), below the latency from the
+/// intended time (what it would read if it were timed from the reading's
+/// intended time), and within `times` the floor's p50: far below what it would
 /// read if it included a wait in scalebench's channel or in-flight window.
 /// Not 2×: the floor is one reading per message sent back to back (the
 /// CPUs never idle between them), a step's messages are paced and the HTTP
@@ -42,7 +41,7 @@ fn f(v: &serde_json::Value) -> f64 {
 /// store, where an MQTT one wakes the client and the broker), MQTT
 /// 1.3-1.7× and JetStream 1.7-2.2×. HTTP's intended-time latency read
 /// 5.6× and 5.8× its floor there, so its bound of 4× still tells the two
-/// apart.
+/// apart; MQTT's read 354 µs against 210 µs of service time.
 fn assert_service_time_near_the_floor(run: &Run, what: &str, times: f64) {
     assert!(run.out.status.success(), "{what}: {}", stderr(&run.out));
     let r = run.result();
@@ -61,15 +60,14 @@ fn assert_service_time_near_the_floor(run: &Run, what: &str, times: f64) {
         "{what}: service p50 {p50} s is over {times}x the floor's {floor_p50} s\n{a}\n{floor}"
     );
     // The pacing's own lateness is a figure of its own, and latency from
-    // the intended send time lies above service time by about that much:
-    // timed from the intended time, service time would equal it.
+    // the intended send time lies above service time: timed from the
+    // intended time, service time would equal it. (Not by the send lag's
+    // p50: most messages leave on time, and that p50 read 0 for MQTT.)
     assert!(a["send_lag"]["count"].as_u64().unwrap() > 0, "{a}");
     let intended_p50 = f(&a["intended"]["p50_s"]);
-    let lag_p50 = f(&a["send_lag"]["p50_s"]);
-    assert!(lag_p50 > 10e-6, "{what}: send lag p50 {lag_p50} s\n{a}");
     assert!(
-        intended_p50 - p50 >= 0.5 * lag_p50,
-        "{what}: service p50 {p50} s is not below the intended-time p50 {intended_p50} s by half the send lag's {lag_p50} s\n{a}"
+        intended_p50 > p50 && f(&a["intended"]["p90_s"]) > f(&a["service"]["p90_s"]),
+        "{what}: service time is not below the latency from the intended time\n{a}"
     );
 }
 
