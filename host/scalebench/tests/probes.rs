@@ -359,8 +359,7 @@ fn historian_sql_probes_within_and_over_budget() {
 #[test]
 fn a_renewed_probe_set_gives_back_the_memory_a_large_answer_grew() {
     use plugin_runtime::probe_types::{ProbeResponse, SqlRows};
-    let limits = plugin_runtime::Limits { memory_bytes: 64 << 20, ..plugin_runtime::Limits::default() };
-    let rt = plugin_runtime::Runtime::with_cache_dir(limits, Some(crate::common::cache_dir())).unwrap();
+    let rt = crate::common::runtime_with_call_limit(plugin_runtime::Limits::default().call_timeout);
     let plugin = rt.load_bytes("historian-sql", builtin("historian-sql")).unwrap();
     let mut set = ProbeSet::instantiate(&rt, &plugin, Arc::new(plugin_runtime::NoServices)).unwrap();
     let probes = set.setup("", &points(1000)).unwrap();

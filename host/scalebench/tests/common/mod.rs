@@ -27,11 +27,14 @@ pub fn cache_dir() -> PathBuf {
 
 /// A runtime with tight limits so faults show quickly.
 pub fn runtime() -> Runtime {
-    Runtime::with_cache_dir(
-        Limits { call_timeout: Duration::from_millis(500), memory_bytes: 64 << 20, ..Limits::default() },
-        Some(cache_dir()),
-    )
-    .unwrap()
+    runtime_with_call_limit(Duration::from_millis(500))
+}
+
+/// The suite's plugin runtime (64 MiB of memory, the shared compile cache)
+/// with a call limit of its own.
+pub fn runtime_with_call_limit(call_timeout: Duration) -> Runtime {
+    Runtime::with_cache_dir(Limits { call_timeout, memory_bytes: 64 << 20, ..Limits::default() }, Some(cache_dir()))
+        .unwrap()
 }
 
 pub fn builtin(name: &str) -> &'static [u8] {
